@@ -1,0 +1,354 @@
+//! Descriptor-relative, no-follow file access: the only way the rest of the
+//! crate touches a path.
+//!
+//! Every operation here either works on a directory descriptor that was opened
+//! without following any symlink, or opens one that way. A path is resolved
+//! once (`open_dir_nofollow`); from then on, names are single components
+//! resolved relative to that descriptor, so a component swapped for a symlink
+//! after the open can no longer redirect us. This is the `cap-std` discipline,
+//! cut down to what a lock directory needs.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{self, AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
+use rustix::io::Errno;
+
+/// Flags for opening a directory we will only use as an anchor for `*at` calls
+/// or list. `O_NOFOLLOW` makes a symlink in the final component fail with
+/// `ELOOP` (or `ENOTDIR` with `O_DIRECTORY` on some kernels).
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// Splits an absolute or relative path into its parent directory and final
+/// component. The final component must be a real name: not empty, `.` or `..`.
+pub fn split_final(path: &Path) -> Result<(PathBuf, OsString), Errno> {
+    if path.as_os_str().as_bytes().contains(&0) {
+        return Err(Errno::INVAL);
+    }
+    match path.components().next_back() {
+        Some(Component::Normal(name)) => {
+            let parent = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            let parent = if parent.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                parent
+            };
+            Ok((parent, name.to_os_string()))
+        }
+        _ => Err(Errno::INVAL),
+    }
+}
+
+/// Opens the directory at `path` without following a symlink in any of its
+/// components. Uses `openat2(RESOLVE_NO_SYMLINKS)` where the kernel has it (one
+/// syscall) and a component-by-component walk otherwise.
+pub fn open_dir_nofollow(path: &Path) -> Result<OwnedFd, Errno> {
+    if path.as_os_str().as_bytes().contains(&0) {
+        return Err(Errno::INVAL);
+    }
+    match fs::openat2(
+        fs::CWD,
+        path,
+        DIR_FLAGS,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        // EAGAIN: the kernel saw a concurrent rename and asks us to retry; the
+        // walk below gives the same guarantee without the retry loop.
+        Err(Errno::NOSYS) | Err(Errno::AGAIN) | Err(Errno::PERM) => walk_nofollow(path),
+        // With RESOLVE_NO_SYMLINKS a symlink anywhere yields ELOOP (ENOTDIR
+        // for a symlink in the final component, where O_DIRECTORY wins).
+        other => other,
+    }
+}
+
+/// The portable fallback of [`open_dir_nofollow`]: opens `/` (or `.`) and then
+/// each component with `O_NOFOLLOW | O_DIRECTORY`.
+fn walk_nofollow(path: &Path) -> Result<OwnedFd, Errno> {
+    let mut current = if path.is_absolute() {
+        fs::open("/", DIR_FLAGS, Mode::empty())?
+    } else {
+        fs::open(".", DIR_FLAGS, Mode::empty())?
+    };
+    for component in path.components() {
+        match component {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(name) => {
+                current = fs::openat(&current, name, DIR_FLAGS, Mode::empty())?;
+            }
+            // `..` could climb out through a directory that was swapped after
+            // we opened it; refuse rather than reason about it.
+            Component::ParentDir | Component::Prefix(_) => return Err(Errno::INVAL),
+        }
+    }
+    Ok(current)
+}
+
+/// Opens the parent of `path` without following symlinks and returns it with
+/// the final component's name.
+pub fn open_parent(path: &Path) -> Result<(OwnedFd, OsString), Errno> {
+    let (parent, name) = split_final(path)?;
+    Ok((open_dir_nofollow(&parent)?, name))
+}
+
+/// Opens the directory `name` inside `dir` without following a symlink.
+pub fn open_child_dir(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Errno> {
+    fs::openat(dir, name, DIR_FLAGS, Mode::empty())
+}
+
+/// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`.
+pub fn stat_nofollow(dir: BorrowedFd<'_>, name: &OsStr) -> Result<Stat, Errno> {
+    fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+}
+
+/// The kind of a file from its `st_mode`.
+pub fn kind_of(stat: &Stat) -> FileType {
+    FileType::from_raw_mode(stat.st_mode)
+}
+
+/// A regular file read through a no-follow, non-blocking descriptor, with the
+/// `fstat` taken on that same descriptor.
+pub struct BoundedRead {
+    pub stat: Stat,
+    pub bytes: Vec<u8>,
+}
+
+/// Why [`read_regular_bounded`] produced no bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReadRefusal {
+    /// The name is not a regular file (symlink, FIFO, socket, device, directory).
+    NotRegular,
+    /// The file is larger than the limit; it was not read.
+    TooLarge,
+    /// The file changed while it was read (size moved under us).
+    Changed,
+    /// A syscall failed.
+    Os(Errno),
+}
+
+impl From<Errno> for ReadRefusal {
+    fn from(errno: Errno) -> Self {
+        ReadRefusal::Os(errno)
+    }
+}
+
+/// Reads the regular file `name` inside `dir`, at most `limit` bytes.
+///
+/// The open uses `O_NOFOLLOW` (a symlink fails with `ELOOP`) and `O_NONBLOCK`
+/// (a FIFO swapped in opens without waiting for a writer, and is then refused
+/// by the `fstat` check before any read). Memory is bounded by `limit`.
+pub fn read_regular_bounded(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    limit: usize,
+) -> Result<BoundedRead, ReadRefusal> {
+    let fd = match fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::LOOP) => return Err(ReadRefusal::NotRegular),
+        // ENXIO: a socket; EISDIR cannot happen for RDONLY but keep the map.
+        Err(Errno::NXIO) | Err(Errno::ISDIR) => return Err(ReadRefusal::NotRegular),
+        Err(errno) => return Err(ReadRefusal::Os(errno)),
+    };
+    read_fd_bounded(fd.as_fd(), limit)
+}
+
+/// Reads an already-open descriptor that must be a regular file.
+pub fn read_fd_bounded(fd: BorrowedFd<'_>, limit: usize) -> Result<BoundedRead, ReadRefusal> {
+    let stat = fs::fstat(fd)?;
+    if kind_of(&stat) != FileType::RegularFile {
+        return Err(ReadRefusal::NotRegular);
+    }
+    let size = usize::try_from(stat.st_size).map_err(|_| ReadRefusal::TooLarge)?;
+    if size > limit {
+        return Err(ReadRefusal::TooLarge);
+    }
+    // One byte more than the size, so growth after the fstat is seen.
+    let mut bytes = vec![0u8; size + 1];
+    let mut filled = 0;
+    loop {
+        match rustix::io::read(fd, &mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                filled += n;
+                if filled == bytes.len() {
+                    return Err(ReadRefusal::Changed);
+                }
+            }
+            Err(Errno::INTR) => continue,
+            Err(errno) => return Err(ReadRefusal::Os(errno)),
+        }
+    }
+    if filled != size {
+        return Err(ReadRefusal::Changed);
+    }
+    bytes.truncate(filled);
+    Ok(BoundedRead { stat, bytes })
+}
+
+/// Creates every missing ancestor of `path` (and `path` itself) with `mode`,
+/// setting the mode explicitly after each `mkdir` so the umask cannot weaken
+/// it. Existing directories are left as they are. Symlinked ancestors are
+/// followed here on purpose: the caller canonicalises afterwards and then
+/// works no-follow from the canonical parent.
+pub fn create_dir_all(path: &Path, mode: Mode) -> Result<(), Errno> {
+    let mut missing = Vec::new();
+    let mut cursor = path.to_path_buf();
+    loop {
+        match fs::stat(&cursor) {
+            Ok(stat) if kind_of(&stat) == FileType::Directory => break,
+            Ok(_) => return Err(Errno::NOTDIR),
+            Err(Errno::NOENT) => {
+                missing.push(cursor.clone());
+                match cursor.parent() {
+                    Some(parent) if !parent.as_os_str().is_empty() => {
+                        cursor = parent.to_path_buf()
+                    }
+                    _ => return Err(Errno::NOENT),
+                }
+            }
+            Err(errno) => return Err(errno),
+        }
+    }
+    for dir in missing.iter().rev() {
+        match fs::mkdir(dir, mode) {
+            Ok(()) => fs::chmod(dir, mode)?,
+            // A concurrent creator won; its directory serves as well.
+            Err(Errno::EXIST) => {}
+            Err(errno) => return Err(errno),
+        }
+    }
+    Ok(())
+}
+
+/// `realpath(3)` of a directory, computed by the kernel: open it (following
+/// links, as realpath does) and read back `/proc/self/fd/N`.
+pub fn canonical_dir(path: &Path) -> Result<PathBuf, Errno> {
+    let fd = fs::open(
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    fd_path(fd.as_fd())
+}
+
+/// The path the kernel currently associates with an open descriptor.
+pub fn fd_path(fd: BorrowedFd<'_>) -> Result<PathBuf, Errno> {
+    use std::os::fd::AsRawFd;
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let target = fs::readlink(link, Vec::new())?;
+    let bytes = target.into_bytes();
+    // A directory that was removed reads back as "/x (deleted)".
+    if bytes.ends_with(b" (deleted)") || bytes.first() != Some(&b'/') {
+        return Err(Errno::NOENT);
+    }
+    Ok(PathBuf::from(OsString::from_vec(bytes)))
+}
+
+/// Appends a suffix to a file name: `info` + `.removing`.
+pub fn with_suffix(name: &OsStr, suffix: &str) -> OsString {
+    let mut out = name.to_os_string();
+    out.push(suffix);
+    out
+}
+
+/// Joins a directory path and a single component.
+pub fn join(dir: &Path, name: &OsStr) -> PathBuf {
+    dir.join(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn tempdir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "exactlock-fsx-{tag}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn split_final_refuses_dot_names_and_nul() {
+        assert!(split_final(Path::new("/a/..")).is_err());
+        assert!(split_final(Path::new("/")).is_err());
+        assert!(split_final(Path::new("/a/b\0c")).is_err());
+        let (parent, name) = split_final(Path::new("/a/b.lock")).unwrap();
+        assert_eq!(parent, PathBuf::from("/a"));
+        assert_eq!(name, OsString::from("b.lock"));
+    }
+
+    #[test]
+    fn open_dir_nofollow_refuses_symlinked_ancestor() {
+        let root = tempdir("ancestor");
+        std::fs::create_dir(root.join("real")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("alias")).unwrap();
+        assert!(open_dir_nofollow(&root.join("real")).is_ok());
+        // A symlink as the final component reads as ENOTDIR (O_DIRECTORY
+        // wins) or ELOOP depending on the path taken; both refuse it.
+        let refused = open_dir_nofollow(&root.join("alias")).unwrap_err();
+        assert!(refused == Errno::LOOP || refused == Errno::NOTDIR);
+        let through = open_dir_nofollow(&root.join("alias/x")).unwrap_err();
+        assert!(through == Errno::LOOP || through == Errno::NOTDIR);
+        assert!(walk_nofollow(&root.join("alias")).is_err());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn bounded_read_refuses_fifo_symlink_and_huge_files() {
+        let root = tempdir("read");
+        let dir = open_dir_nofollow(&root).unwrap();
+        rustix::fs::mknodat(&dir, "fifo", FileType::Fifo, Mode::RUSR | Mode::WUSR, 0).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", root.join("link")).unwrap();
+        let mut big = std::fs::File::create(root.join("big")).unwrap();
+        big.write_all(&[b'x'; 4096]).unwrap();
+        std::fs::write(root.join("small"), b"hello").unwrap();
+
+        let fifo = read_regular_bounded(dir.as_fd(), OsStr::new("fifo"), 64);
+        assert_eq!(fifo.err(), Some(ReadRefusal::NotRegular));
+        let link = read_regular_bounded(dir.as_fd(), OsStr::new("link"), 64);
+        assert_eq!(link.err(), Some(ReadRefusal::NotRegular));
+        let big = read_regular_bounded(dir.as_fd(), OsStr::new("big"), 64);
+        assert_eq!(big.err(), Some(ReadRefusal::TooLarge));
+        let small = read_regular_bounded(dir.as_fd(), OsStr::new("small"), 64).unwrap();
+        assert_eq!(small.bytes, b"hello");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn create_dir_all_sets_modes_explicitly() {
+        // The umask case (0777) is exercised from JS in a child process: the
+        // umask is process-wide and would disturb tests running beside this.
+        let root = tempdir("mkdir");
+        let target = root.join("a/b/c");
+        create_dir_all(&target, Mode::from_raw_mode(0o700)).unwrap();
+        for dir in ["a", "a/b", "a/b/c"] {
+            let stat = fs::stat(root.join(dir)).unwrap();
+            assert_eq!(stat.st_mode & 0o7777, 0o700, "{dir}");
+        }
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn canonical_dir_resolves_symlinks() {
+        let root = tempdir("canon");
+        std::fs::create_dir(root.join("real")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("alias")).unwrap();
+        let canonical = canonical_dir(&root.join("alias")).unwrap();
+        assert_eq!(canonical, std::fs::canonicalize(root.join("real")).unwrap());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+}
