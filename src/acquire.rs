@@ -1,0 +1,401 @@
+//! The acquire state machine.
+//!
+//! Each attempt: make sure the parent exists, publish (complete or not at
+//! all), and if the lock is held, judge it. A stale lock is removed exactly
+//! (only the object that was judged) and the attempt repeats at once; a held
+//! one is waited on until the kernel says something changed (the name went
+//! away, the holder exited), this process's queue hands over, or
+//! `retryDelayMs` passes. The budget is time: `retries × retryDelayMs` from
+//! the first attempt; early wake-ups do not use it up.
+//!
+//! Waiters of one process for one lock queue in FIFO order in memory; only
+//! the head contends on disk.
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use tokio::sync::Notify;
+
+use crate::debris;
+use crate::errno::{errno_code, errno_text};
+use crate::fsx;
+use crate::observe::{Observation, observe};
+use crate::process;
+use crate::publish::{Publication, PublishError, publish};
+use crate::record::OwnerRecord;
+use crate::release;
+use crate::report::{Holder, describe};
+use crate::table::{self, Generation, LockKey, Ticket};
+use crate::tree;
+use crate::verdict::{HostPolicy, Liveness, judge};
+use crate::wait::{self, Cancel, Subscription};
+
+/// A test seam awaited between parent creation and publication in each
+/// attempt (`FileLockTestHooks.afterParentMkdir`). Its error text aborts the
+/// acquisition.
+pub type Hook =
+    Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+
+/// Everything one acquisition needs, validated by the caller.
+pub struct AcquireOptions {
+    pub file_path: PathBuf,
+    pub retries: f64,
+    pub retry_delay: Duration,
+    pub stale_ms: f64,
+    pub policy: HostPolicy,
+    pub cancel: Arc<Cancel>,
+    pub after_parent_mkdir: Option<Hook>,
+}
+
+/// Why an acquisition ended without the lock.
+#[derive(Debug)]
+pub enum AcquireError {
+    /// The waiting budget ran out; the holder as last seen.
+    Timeout {
+        lock_path: PathBuf,
+        attempts: u32,
+        holder: Box<Holder>,
+    },
+    Aborted,
+    /// The test hook failed; its message.
+    Hook(String),
+    /// A filesystem error that retrying will not cure.
+    Io {
+        lock_path: PathBuf,
+        code: &'static str,
+        message: String,
+    },
+}
+
+/// At most this many attempts in a row skip the wait (after a reclaim, or a
+/// lock that vanished); then the waiter sleeps, so a hostile filesystem that
+/// keeps changing cannot make us spin.
+const MAX_IMMEDIATE_RETRIES: u32 = 16;
+
+/// `<file>.lock`.
+pub fn lock_path_of(file_path: &Path) -> PathBuf {
+    let mut bytes = file_path.as_os_str().to_os_string().into_vec();
+    bytes.extend_from_slice(b".lock");
+    PathBuf::from(OsString::from_vec(bytes))
+}
+
+/// Milliseconds since the epoch, as `Date.now()` gives them.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Nanoseconds since the epoch (for comparing with directory mtimes).
+pub fn now_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0)
+}
+
+/// Leaves the in-process queue however the acquisition ends.
+struct QueuePlace(Ticket);
+
+impl Drop for QueuePlace {
+    fn drop(&mut self) {
+        table::dequeue(&self.0);
+    }
+}
+
+/// The state one acquisition carries across attempts.
+struct Attempts<'a> {
+    options: &'a AcquireOptions,
+    lock_path: PathBuf,
+    parent_path: PathBuf,
+    lock_name: OsString,
+    owner_token: String,
+    wake: Arc<Notify>,
+    deadline: Instant,
+    count: u32,
+    place: Option<QueuePlace>,
+    subscription: Option<Subscription>,
+    reaped_staging: bool,
+}
+
+/// Acquires the lock for `options.file_path`.
+pub async fn acquire(options: AcquireOptions) -> Result<Arc<Generation>, AcquireError> {
+    let lock_path = lock_path_of(&options.file_path);
+    let (parent_path, lock_name) = fsx::split_final(&lock_path).map_err(|errno| {
+        io_error(&lock_path, errno, "the lock path has no final name")
+    })?;
+    let wake = Arc::new(Notify::new());
+    options.cancel.attach(wake.clone());
+    let budget = Duration::from_secs_f64(
+        (options.retries * options.retry_delay.as_secs_f64()).clamp(0.0, 1e9),
+    );
+    let mut attempts = Attempts {
+        options: &options,
+        lock_path,
+        parent_path,
+        lock_name,
+        owner_token: uuid::Uuid::new_v4().hyphenated().to_string(),
+        wake,
+        deadline: Instant::now() + budget,
+        count: 0,
+        place: None,
+        subscription: None,
+        reaped_staging: false,
+    };
+    attempts.run().await
+}
+
+impl Attempts<'_> {
+    async fn run(&mut self) -> Result<Arc<Generation>, AcquireError> {
+        let mut immediate = 0u32;
+        loop {
+            self.check_cancel()?;
+            self.count += 1;
+            let parent = self.prepare_parent().await?;
+            let key: LockKey = fsx::fd_path(parent.as_fd())
+                .map_err(|errno| self.io(errno, "cannot resolve the lock's parent directory"))?
+                .join(&self.lock_name);
+            self.join_queue(&key, parent.as_fd());
+            if !table::is_head(&self.place.as_ref().expect("joined").0) {
+                // Another acquisition in this process is ahead: wait for the
+                // hand-over without touching the disk.
+                self.wait_or_give_up(parent.as_fd(), None, None).await?;
+                continue;
+            }
+            release::retry_pending(&key);
+            let record = OwnerRecord::for_this_process(
+                process::current_start_time(),
+                now_ms(),
+                self.owner_token.clone(),
+                self.options.policy.owner_host_id.clone(),
+            )
+            .to_json()
+            .into_bytes();
+            match publish(parent.as_fd(), &self.lock_name, &record) {
+                Ok(Publication::Published(published)) => {
+                    let canonical_parent = key.parent().map(Path::to_path_buf).unwrap_or_default();
+                    return Ok(table::insert_held(Generation {
+                        id: table::next_id(),
+                        key,
+                        parent,
+                        parent_path: canonical_parent,
+                        lock_name: self.lock_name.clone(),
+                        root_dev: published.root_dev,
+                        root_ino: published.root_ino,
+                        record_bytes: record,
+                        owner_token: self.owner_token.clone(),
+                        policy: self.options.policy.clone(),
+                    }));
+                }
+                Ok(Publication::Contended) => {}
+                // The parent vanished between creating it and publishing.
+                Err(PublishError::Os(Errno::NOENT)) if immediate < MAX_IMMEDIATE_RETRIES => {
+                    immediate += 1;
+                    continue;
+                }
+                Err(PublishError::Os(errno)) => {
+                    return Err(self.io(errno, "cannot stage the lock record"));
+                }
+                Err(PublishError::Rename(code)) => {
+                    return Err(AcquireError::Io {
+                        lock_path: self.lock_path.clone(),
+                        code: rename_error_code(code),
+                        message: format!(
+                            "Failed to publish file lock at {}: the no-replace rename failed ({code}).",
+                            self.lock_path.display()
+                        ),
+                    });
+                }
+            }
+            let (reclaimed, holder) = self.judge_holder(parent.as_fd(), &key)?;
+            if reclaimed && immediate < MAX_IMMEDIATE_RETRIES {
+                immediate += 1;
+                continue;
+            }
+            immediate = 0;
+            let exit = self.holder_exit(&holder);
+            if exit.is_none() && holder_is_local_and_live(&holder) {
+                // The holder died between the probe and the pidfd: look again.
+                continue;
+            }
+            self.wait_or_give_up(parent.as_fd(), exit, Some(holder)).await?;
+        }
+    }
+
+    fn check_cancel(&self) -> Result<(), AcquireError> {
+        if self.options.cancel.is_cancelled() {
+            Err(AcquireError::Aborted)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Creates missing parents, runs the test hook, and opens the parent.
+    async fn prepare_parent(&self) -> Result<OwnedFd, AcquireError> {
+        fsx::create_dir_all(&self.parent_path, Mode::from_raw_mode(0o700))
+            .map_err(|errno| self.io(errno, "cannot create the lock's parent directory"))?;
+        if let Some(hook) = &self.options.after_parent_mkdir {
+            hook(self.lock_path.to_string_lossy().into_owned())
+                .await
+                .map_err(AcquireError::Hook)?;
+            self.check_cancel()?;
+        }
+        // Symlinks in the parent path are followed on purpose: aliased
+        // paths name the same lock. Everything below the parent is
+        // resolved relative to this descriptor, no-follow.
+        rustix::fs::open(
+            &self.parent_path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|errno| self.io(errno, "cannot open the lock's parent directory"))
+    }
+
+    fn join_queue(&mut self, key: &LockKey, parent: BorrowedFd<'_>) {
+        let same = self.place.as_ref().is_some_and(|place| place.0.key == *key);
+        if !same {
+            self.place = None;
+            self.subscription = None;
+            self.place = Some(QueuePlace(table::enqueue(key.clone(), self.wake.clone())));
+        }
+        if self.subscription.is_none() {
+            self.subscription = wait::watch(parent, &self.lock_name, self.wake.clone());
+        }
+    }
+
+    /// Observes the holder and reclaims a provably stale lock. Returns
+    /// whether the attempt should repeat at once.
+    fn judge_holder(
+        &mut self,
+        parent: BorrowedFd<'_>,
+        key: &LockKey,
+    ) -> Result<(bool, Holder), AcquireError> {
+        let observation = observe(parent, &self.lock_name)
+            .map_err(|e| self.io(e.0, "cannot read the lock's owner record"))?;
+        let verdict = judge(
+            &observation,
+            &self.options.policy,
+            self.options.stale_ms,
+            now_ns(),
+            process::probe,
+        );
+        let holder = describe(&observation, verdict, &self.options.policy);
+        match &observation {
+            Observation::Missing => return Ok((true, holder)),
+            Observation::Lock { snapshot, .. } if verdict.stale => {
+                let parent_path = key.parent().unwrap_or(Path::new("/"));
+                let outcome =
+                    tree::exact_remove_tree_at(parent, parent_path, &self.lock_name, snapshot);
+                let retry = outcome.ok
+                    || matches!(outcome.code, Some("not_found") | Some("identity_mismatch"))
+                    || (outcome.code == Some("quarantine_collision")
+                        && debris::reap_removing(parent, &self.lock_name, &self.options.policy));
+                if retry {
+                    return Ok((true, holder));
+                }
+            }
+            _ => {}
+        }
+        if !self.reaped_staging {
+            self.reaped_staging = true;
+            debris::reap_staging_of(parent, Some(&self.lock_name));
+        }
+        Ok((false, holder))
+    }
+
+    fn holder_exit(&self, holder: &Holder) -> Option<tokio::io::unix::AsyncFd<OwnedFd>> {
+        if !holder_is_local_and_live(holder) {
+            return None;
+        }
+        let pid = holder.record.as_ref()?.pid_u32()?;
+        if pid == std::process::id() {
+            // Our own process: the in-process queue and inotify wake us.
+            return None;
+        }
+        wait::holder_exit(pid)
+    }
+
+    /// Gives up when the budget is spent (describing `holder`, or the
+    /// holder as observed now), else waits for a change.
+    async fn wait_or_give_up(
+        &self,
+        parent: BorrowedFd<'_>,
+        exit: Option<tokio::io::unix::AsyncFd<OwnedFd>>,
+        holder: Option<Holder>,
+    ) -> Result<(), AcquireError> {
+        if Instant::now() < self.deadline {
+            return self.sleep(exit).await;
+        }
+        let holder = holder.unwrap_or_else(|| {
+            let observation = observe(parent, &self.lock_name).unwrap_or(Observation::Missing);
+            let verdict = judge(
+                &observation,
+                &self.options.policy,
+                self.options.stale_ms,
+                now_ns(),
+                process::probe,
+            );
+            describe(&observation, verdict, &self.options.policy)
+        });
+        Err(self.timeout(holder))
+    }
+
+    async fn sleep(
+        &self,
+        exit: Option<tokio::io::unix::AsyncFd<OwnedFd>>,
+    ) -> Result<(), AcquireError> {
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        let delay = self.options.retry_delay.min(remaining);
+        wait::until_change(&self.wake, exit.as_ref(), delay).await;
+        self.check_cancel()
+    }
+
+    fn timeout(&self, holder: Holder) -> AcquireError {
+        AcquireError::Timeout {
+            lock_path: self.lock_path.clone(),
+            attempts: self.count,
+            holder: Box::new(holder),
+        }
+    }
+
+    fn io(&self, errno: Errno, what: &str) -> AcquireError {
+        io_error(&self.lock_path, errno, what)
+    }
+}
+
+fn holder_is_local_and_live(holder: &Holder) -> bool {
+    !holder.foreign && holder.verdict.liveness == Some(Liveness::Live)
+}
+
+fn io_error(lock_path: &Path, errno: Errno, what: &str) -> AcquireError {
+    AcquireError::Io {
+        lock_path: lock_path.to_path_buf(),
+        code: errno_code(errno),
+        message: format!(
+            "Failed to acquire file lock at {}: {what}: {}.",
+            lock_path.display(),
+            errno_text(errno)
+        ),
+    }
+}
+
+/// The error code a publication failure surfaces as: the errno-style name
+/// where the primitive's code has one.
+fn rename_error_code(code: &str) -> &'static str {
+    match code {
+        "permission_denied" => "EACCES",
+        "cross_device" => "EXDEV",
+        "not_found" => "ENOENT",
+        "reparse_point" => "ELOOP",
+        _ => "EPUBLISH",
+    }
+}

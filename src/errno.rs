@@ -1,0 +1,71 @@
+//! Errno names and the one definition of "transient".
+
+use rustix::io::Errno;
+
+/// The symbolic name of an errno (`"EACCES"`), as Node's `err.code` spells
+/// it, so errors look the same whether fs or exactlock raised them.
+pub fn errno_code(errno: Errno) -> &'static str {
+    const NAMES: &[(Errno, &str)] = &[
+        (Errno::ACCESS, "EACCES"),
+        (Errno::PERM, "EPERM"),
+        (Errno::BUSY, "EBUSY"),
+        (Errno::NOTEMPTY, "ENOTEMPTY"),
+        (Errno::NOENT, "ENOENT"),
+        (Errno::NOTDIR, "ENOTDIR"),
+        (Errno::ISDIR, "EISDIR"),
+        (Errno::EXIST, "EEXIST"),
+        (Errno::LOOP, "ELOOP"),
+        (Errno::NAMETOOLONG, "ENAMETOOLONG"),
+        (Errno::NOSPC, "ENOSPC"),
+        (Errno::DQUOT, "EDQUOT"),
+        (Errno::ROFS, "EROFS"),
+        (Errno::IO, "EIO"),
+        (Errno::INVAL, "EINVAL"),
+        (Errno::XDEV, "EXDEV"),
+        (Errno::NOSYS, "ENOSYS"),
+        (Errno::INTR, "EINTR"),
+        (Errno::AGAIN, "EAGAIN"),
+        (Errno::MFILE, "EMFILE"),
+        (Errno::NFILE, "ENFILE"),
+        (Errno::NOMEM, "ENOMEM"),
+        (Errno::NXIO, "ENXIO"),
+        (Errno::SRCH, "ESRCH"),
+        (Errno::MLINK, "EMLINK"),
+        (Errno::STALE, "ESTALE"),
+        (Errno::FAULT, "EFAULT"),
+        (Errno::BADF, "EBADF"),
+    ];
+    NAMES
+        .iter()
+        .find(|(candidate, _)| *candidate == errno)
+        .map(|(_, name)| *name)
+        .unwrap_or("EIO")
+}
+
+/// Errors that mean "another party is in the middle of something here" and
+/// are worth retrying rather than reporting: a contender publishing or
+/// removing, an indexer or antivirus holding a handle.
+pub fn is_transient(errno: Errno) -> bool {
+    matches!(
+        errno,
+        Errno::BUSY | Errno::PERM | Errno::ACCESS | Errno::NOTEMPTY
+    )
+}
+
+/// A human sentence for an errno, for messages.
+pub fn errno_text(errno: Errno) -> String {
+    std::io::Error::from(errno).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_node() {
+        assert_eq!(errno_code(Errno::ACCESS), "EACCES");
+        assert_eq!(errno_code(Errno::NAMETOOLONG), "ENAMETOOLONG");
+        assert!(is_transient(Errno::NOTEMPTY));
+        assert!(!is_transient(Errno::IO));
+    }
+}

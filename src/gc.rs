@@ -1,0 +1,197 @@
+//! Read-only inspection and identity-bound removal for tools other than the
+//! lock itself: status displays, garbage collectors, the CLI.
+//!
+//! Nothing here removes by pathname alone. A removal names the owner record
+//! it expects and the identity observed *before* the decision to remove; the
+//! directory goes only if it is still exactly that object.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::acquire::{lock_path_of, now_ns};
+use crate::debris;
+use crate::fsx;
+use crate::identity::LockDirIdentity;
+use crate::observe::{Observation, ObserveError, Owner, observe};
+use crate::process;
+use crate::record::OwnerRecord;
+use crate::report::{Holder, describe};
+use crate::tree;
+use crate::verdict::{HostPolicy, Verdict, judge};
+
+/// A valid owner record as read, with the identity of what was read.
+pub struct GcObservation {
+    pub record: OwnerRecord,
+    pub bytes: Vec<u8>,
+    pub identity: LockDirIdentity,
+}
+
+/// The outcome of an identity-bound removal (`FileLockGcRemoval`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GcRemoval {
+    Removed,
+    OwnerChanged,
+    Missing,
+    CleanupFailed,
+}
+
+impl GcRemoval {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GcRemoval::Removed => "removed",
+            GcRemoval::OwnerChanged => "owner_changed",
+            GcRemoval::Missing => "missing",
+            GcRemoval::CleanupFailed => "cleanup_failed",
+        }
+    }
+}
+
+/// Opens the parent of `lock_dir` (following symlinks in the parent path,
+/// as the lock does) and returns it with the lock's name and canonical
+/// parent path. `Ok(None)` when the parent does not exist.
+fn open_lock_parent(lock_dir: &Path) -> Result<Option<(OwnedFd, OsString, PathBuf)>, Errno> {
+    let (parent_path, name) = fsx::split_final(lock_dir)?;
+    let parent = match rustix::fs::open(
+        &parent_path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(errno) => return Err(errno),
+    };
+    let canonical = fsx::fd_path(parent.as_fd())?;
+    Ok(Some((parent, name, canonical)))
+}
+
+fn observe_path(lock_dir: &Path) -> Result<Observation, Errno> {
+    match open_lock_parent(lock_dir)? {
+        None => Ok(Observation::Missing),
+        Some((parent, name, _)) => observe(parent.as_fd(), &name).map_err(|ObserveError(e)| e),
+    }
+}
+
+/// `readFileLockObservationForGc`: the valid record at `lock_dir`, or `None`.
+pub fn read_observation(lock_dir: &Path) -> Result<Option<GcObservation>, Errno> {
+    let Observation::Lock { snapshot, owner } = observe_path(lock_dir)? else {
+        return Ok(None);
+    };
+    let Owner::Valid { record, bytes } = owner else {
+        return Ok(None);
+    };
+    Ok(LockDirIdentity::of_snapshot(&snapshot).map(|identity| GcObservation {
+        record,
+        bytes,
+        identity,
+    }))
+}
+
+/// `genericFileLockDirStaleVerdict`: the verdict and, when stale, the
+/// identity observed before it (removal authority for that object).
+pub fn stale_verdict(
+    lock_dir: &Path,
+    stale_ms: f64,
+    policy: &HostPolicy,
+) -> Result<(Verdict, Option<LockDirIdentity>), Errno> {
+    let observation = observe_path(lock_dir)?;
+    let verdict = judge(&observation, policy, stale_ms, now_ns(), process::probe);
+    let identity = match (&observation, verdict.stale) {
+        (Observation::Lock { snapshot, .. }, true) => Some(
+            LockDirIdentity::of_snapshot(snapshot).unwrap_or_else(|| empty_dir_identity(snapshot)),
+        ),
+        _ => None,
+    };
+    Ok((verdict, identity))
+}
+
+/// The identity of a directory without a record: the root, and zeros where
+/// the `info` fields would be.
+fn empty_dir_identity(snapshot: &tree::TreeSnapshot) -> LockDirIdentity {
+    LockDirIdentity {
+        root_dev: snapshot.root_dev,
+        root_ino: snapshot.root_ino,
+        info_dev: 0,
+        info_ino: 0,
+        info_nlink: 0,
+        info_size: 0,
+        info_mtime_ns: 0,
+        info_ctime_ns: 0,
+        info_sha256: String::new(),
+    }
+}
+
+/// `removeFileLockDirForGc`: removes `lock_dir` only if it still holds the
+/// `expected` owner generation and is still the `identity` observed before
+/// the caller decided.
+pub fn remove_for_gc(
+    lock_dir: &Path,
+    expected: &OwnerRecord,
+    identity: &LockDirIdentity,
+) -> GcRemoval {
+    let Ok(Some((parent, name, canonical_parent))) = open_lock_parent(lock_dir) else {
+        return GcRemoval::Missing;
+    };
+    let observation = match observe(parent.as_fd(), &name) {
+        Ok(observation) => observation,
+        Err(_) => return GcRemoval::CleanupFailed,
+    };
+    let snapshot = match observation {
+        Observation::Missing => return GcRemoval::Missing,
+        Observation::Transient { .. } => return GcRemoval::CleanupFailed,
+        Observation::Refused { .. } => return GcRemoval::OwnerChanged,
+        Observation::Lock {
+            snapshot,
+            owner: Owner::Valid { record, .. },
+        } => {
+            if !record.is_generation_of(expected) {
+                return GcRemoval::OwnerChanged;
+            }
+            snapshot
+        }
+        Observation::Lock { .. } => return GcRemoval::Missing,
+    };
+    if LockDirIdentity::of_snapshot(&snapshot).as_ref() != Some(identity) {
+        return GcRemoval::OwnerChanged;
+    }
+    let outcome = tree::exact_remove_tree_at(parent.as_fd(), &canonical_parent, &name, &snapshot);
+    if outcome.ok {
+        return GcRemoval::Removed;
+    }
+    match outcome.code {
+        Some("not_found") => GcRemoval::Removed,
+        Some("identity_mismatch") => GcRemoval::OwnerChanged,
+        Some("quarantine_collision")
+            if debris::reap_removing(parent.as_fd(), &name, &HostPolicy::default()) =>
+        {
+            let retry =
+                tree::exact_remove_tree_at(parent.as_fd(), &canonical_parent, &name, &snapshot);
+            if retry.ok {
+                GcRemoval::Removed
+            } else {
+                GcRemoval::CleanupFailed
+            }
+        }
+        _ => GcRemoval::CleanupFailed,
+    }
+}
+
+/// What `inspectLock` reports.
+pub struct Inspection {
+    pub lock_path: PathBuf,
+    pub holder: Holder,
+}
+
+/// `inspectLock(filePath)`: read-only.
+pub fn inspect(file_path: &Path, stale_ms: f64, policy: &HostPolicy) -> Result<Inspection, Errno> {
+    let lock_path = lock_path_of(file_path);
+    let observation = observe_path(&lock_path)?;
+    let verdict = judge(&observation, policy, stale_ms, now_ns(), process::probe);
+    Ok(Inspection {
+        holder: describe(&observation, verdict, policy),
+        lock_path,
+    })
+}

@@ -1,0 +1,497 @@
+//! napi surface of the lock: acquire, release, cancellation, the GC
+//! helpers, inspection and the test seams. Conversions only; the work is in
+//! `acquire`, `release`, `gc`.
+//!
+//! Async functions resolve to objects carrying either a value or a
+//! `failure {code, message, …}`: napi's `async fn` cannot reject with a
+//! custom `code`, so the facade turns a failure into a typed error.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use napi::bindgen_prelude::{Buffer, Promise};
+use napi::threadsafe_function::ThreadsafeFunction;
+use napi::{Result, Status};
+use napi_derive::napi;
+
+use crate::acquire::{self, AcquireError, AcquireOptions, Hook};
+use crate::errno::{errno_code, errno_text};
+use crate::faults;
+use crate::gc;
+use crate::identity::LockDirIdentity;
+use crate::process;
+use crate::record::OwnerRecord;
+use crate::release::{self, ReleaseError};
+use crate::report::Holder;
+use crate::verdict::HostPolicy;
+use crate::wait::Cancel;
+
+/// A failure the facade turns into a typed error.
+#[napi(object)]
+pub struct LockFailure {
+    pub code: String,
+    pub message: String,
+    pub lock_path: Option<String>,
+    pub attempts: Option<u32>,
+    pub holder: Option<HolderInfo>,
+}
+
+fn failure(code: &str, message: String) -> LockFailure {
+    LockFailure {
+        code: code.to_string(),
+        message,
+        lock_path: None,
+        attempts: None,
+        holder: None,
+    }
+}
+
+fn errno_failure(errno: rustix::io::Errno, what: &str, path: &str) -> LockFailure {
+    failure(
+        errno_code(errno),
+        format!("{what} {path}: {}.", errno_text(errno)),
+    )
+}
+
+/// Who holds a lock, as data; the facade words it.
+#[napi(object)]
+pub struct HolderInfo {
+    /// `free`, `record`, `malformed`, `no_record`, `not_a_lock`, `transient`.
+    pub state: String,
+    pub pid: Option<f64>,
+    /// `live`, `pid_reused`, `dead_not_reaped`, `dead`, `unknown`.
+    pub liveness: Option<String>,
+    pub timestamp: Option<f64>,
+    pub start_time: Option<String>,
+    pub owner_token: Option<String>,
+    pub owner_host_id: Option<String>,
+    pub foreign: bool,
+    /// Whether a waiter with the same options would reclaim it now.
+    pub stale: bool,
+    pub reason: String,
+    pub code: Option<String>,
+}
+
+impl From<&Holder> for HolderInfo {
+    fn from(holder: &Holder) -> Self {
+        let record = holder.record.as_ref();
+        HolderInfo {
+            state: holder.state.as_str().to_string(),
+            pid: record.map(|r| r.pid),
+            liveness: holder.verdict.liveness.map(|l| l.as_str().to_string()),
+            timestamp: record.map(|r| r.timestamp),
+            start_time: record.and_then(|r| r.start_time.clone()),
+            owner_token: record.and_then(|r| r.owner_token.clone()),
+            owner_host_id: record.and_then(|r| r.owner_host_id.clone()),
+            foreign: holder.foreign,
+            stale: holder.verdict.stale,
+            reason: holder.verdict.reason.as_str().to_string(),
+            code: holder.code.map(str::to_string),
+        }
+    }
+}
+
+/// Options of one acquisition, validated and defaulted by the facade.
+#[napi(object)]
+pub struct AcquireRequest {
+    pub file_path: String,
+    pub retries: f64,
+    pub retry_delay_ms: f64,
+    pub stale_ms: f64,
+    pub owner_host_id: Option<String>,
+    pub previous_owner_host_ids: Option<Vec<String>>,
+    /// From `createCancelToken`, when the caller passed an AbortSignal.
+    pub cancel_token: Option<u32>,
+}
+
+#[napi(object)]
+pub struct HeldLock {
+    /// Opaque handle for `releaseLockNative`.
+    pub generation: String,
+    pub lock_path: String,
+    pub owner_token: String,
+    /// The exact record bytes published.
+    pub record: String,
+}
+
+#[napi(object)]
+pub struct AcquireResult {
+    pub lock: Option<HeldLock>,
+    pub failure: Option<LockFailure>,
+}
+
+fn cancels() -> &'static Mutex<HashMap<u32, Arc<Cancel>>> {
+    static CANCELS: OnceLock<Mutex<HashMap<u32, Arc<Cancel>>>> = OnceLock::new();
+    CANCELS.get_or_init(Mutex::default)
+}
+
+/// A token that `cancelAcquire` can later use to abort one acquisition.
+#[napi]
+pub fn create_cancel_token() -> u32 {
+    let id = crate::table::next_id() as u32;
+    cancels()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id, Arc::new(Cancel::default()));
+    id
+}
+
+/// Aborts the acquisition that uses `token` (the AbortSignal fired).
+#[napi]
+pub fn cancel_acquire(token: u32) {
+    if let Some(cancel) = cancels().lock().unwrap_or_else(|p| p.into_inner()).get(&token) {
+        cancel.cancel();
+    }
+}
+
+fn take_cancel(token: Option<u32>) -> Arc<Cancel> {
+    token
+        .and_then(|t| cancels().lock().unwrap_or_else(|p| p.into_inner()).get(&t).cloned())
+        .unwrap_or_default()
+}
+
+fn forget_cancel(token: Option<u32>) {
+    if let Some(token) = token {
+        cancels().lock().unwrap_or_else(|p| p.into_inner()).remove(&token);
+    }
+}
+
+type HookFunction = ThreadsafeFunction<String, Promise<()>, String, Status, false>;
+
+fn hook_of(function: HookFunction) -> Hook {
+    let function = Arc::new(function);
+    Arc::new(move |lock_path: String| {
+        let function = function.clone();
+        Box::pin(async move {
+            let promise = function
+                .call_async(lock_path)
+                .await
+                .map_err(|e| e.reason.clone())?;
+            promise.await.map_err(|e| e.reason.clone())
+        })
+    })
+}
+
+fn policy_of(owner_host_id: Option<String>, previous: Option<Vec<String>>) -> HostPolicy {
+    HostPolicy {
+        owner_host_id,
+        previous_owner_host_ids: previous.unwrap_or_default(),
+    }
+}
+
+/// Acquires a lock; resolves once published or failed.
+#[napi(ts_args_type = "request: AcquireRequest, afterParentMkdir?: (lockPath: string) => Promise<void>")]
+pub async fn acquire_lock_native(
+    request: AcquireRequest,
+    after_parent_mkdir: Option<HookFunction>,
+) -> Result<AcquireResult> {
+    let cancel = take_cancel(request.cancel_token);
+    let options = AcquireOptions {
+        file_path: PathBuf::from(&request.file_path),
+        retries: request.retries,
+        retry_delay: Duration::from_secs_f64(request.retry_delay_ms.max(0.0) / 1000.0),
+        stale_ms: request.stale_ms,
+        policy: policy_of(request.owner_host_id, request.previous_owner_host_ids),
+        cancel,
+        after_parent_mkdir: after_parent_mkdir.map(hook_of),
+    };
+    let result = acquire::acquire(options).await;
+    forget_cancel(request.cancel_token);
+    Ok(match result {
+        Ok(generation) => AcquireResult {
+            lock: Some(HeldLock {
+                generation: generation.id.to_string(),
+                lock_path: generation.key.to_string_lossy().into_owned(),
+                owner_token: generation.owner_token.clone(),
+                record: String::from_utf8_lossy(&generation.record_bytes).into_owned(),
+            }),
+            failure: None,
+        },
+        Err(error) => AcquireResult {
+            lock: None,
+            failure: Some(acquire_failure(error)),
+        },
+    })
+}
+
+fn acquire_failure(error: AcquireError) -> LockFailure {
+    match error {
+        AcquireError::Timeout {
+            lock_path,
+            attempts,
+            holder,
+        } => LockFailure {
+            code: "ELOCKED".into(),
+            message: String::new(),
+            lock_path: Some(lock_path.to_string_lossy().into_owned()),
+            attempts: Some(attempts),
+            holder: Some(HolderInfo::from(holder.as_ref())),
+        },
+        AcquireError::Aborted => failure("ABORT_ERR", "File lock acquisition aborted".into()),
+        AcquireError::Hook(message) => failure("EHOOK", message),
+        AcquireError::Io {
+            lock_path,
+            code,
+            message,
+        } => LockFailure {
+            lock_path: Some(lock_path.to_string_lossy().into_owned()),
+            ..failure(code, message)
+        },
+    }
+}
+
+/// Releases a generation; resolves to `null` on success or a failure.
+#[napi]
+pub async fn release_lock_native(generation: String) -> Result<Option<LockFailure>> {
+    let Ok(id) = generation.parse::<u64>() else {
+        return Ok(Some(failure("ERELEASED", "unknown lock generation".into())));
+    };
+    Ok(release::release(id).await.err().map(|error| match error {
+        ReleaseError::Unknown => failure(
+            "ERELEASED",
+            "Failed to release file lock: local owner generation is unknown (released already?).".into(),
+        ),
+        ReleaseError::AlreadyReleasing => failure(
+            "ERELEASING",
+            "Failed to release file lock: a release of this generation is already running.".into(),
+        ),
+        ReleaseError::Missing => failure("EMISSING", "Failed to release file lock: missing.".into()),
+        ReleaseError::OwnerChanged => failure(
+            "EOWNERCHANGED",
+            "Failed to release file lock: owner_changed.".into(),
+        ),
+        ReleaseError::Pending(code) => failure(
+            code,
+            format!("Failed to release file lock: transient removal failure ({code})."),
+        ),
+    }))
+}
+
+/// `processStartTime(pid)`: the start time as `ps -o lstart=` prints it
+/// under `LC_ALL=C TZ=UTC`, or `null`.
+#[napi]
+pub fn process_start_time(pid: f64) -> Option<String> {
+    if !(pid.is_finite() && pid > 0.0 && pid.fract() == 0.0 && pid <= f64::from(i32::MAX)) {
+        return None;
+    }
+    process::start_time(pid as u32)
+}
+
+/// The owner record with the original's snake_case keys.
+#[napi(object)]
+pub struct OwnerRecordJs {
+    pub pid: f64,
+    #[napi(js_name = "start_time")]
+    pub start_time: Option<String>,
+    #[napi(js_name = "start_time_format")]
+    pub start_time_format: Option<String>,
+    pub timestamp: f64,
+    #[napi(js_name = "owner_token")]
+    pub owner_token: Option<String>,
+    #[napi(js_name = "owner_host_id")]
+    pub owner_host_id: Option<String>,
+}
+
+impl From<&OwnerRecord> for OwnerRecordJs {
+    fn from(r: &OwnerRecord) -> Self {
+        OwnerRecordJs {
+            pid: r.pid,
+            start_time: r.start_time.clone(),
+            start_time_format: r.start_time_format.clone(),
+            timestamp: r.timestamp,
+            owner_token: r.owner_token.clone(),
+            owner_host_id: r.owner_host_id.clone(),
+        }
+    }
+}
+
+impl From<&OwnerRecordJs> for OwnerRecord {
+    fn from(r: &OwnerRecordJs) -> Self {
+        OwnerRecord {
+            pid: r.pid,
+            start_time: r.start_time.clone(),
+            start_time_format: r.start_time_format.clone(),
+            timestamp: r.timestamp,
+            owner_token: r.owner_token.clone(),
+            owner_host_id: r.owner_host_id.clone(),
+        }
+    }
+}
+
+/// `GenericFileLockDirIdentity`: nine decimal strings.
+#[napi(object)]
+pub struct LockDirIdentityJs {
+    pub root_dev: String,
+    pub root_ino: String,
+    pub info_dev: String,
+    pub info_ino: String,
+    pub info_nlink: String,
+    pub info_size: String,
+    pub info_mtime_ns: String,
+    pub info_ctime_ns: String,
+    pub info_sha256: String,
+}
+
+impl From<&LockDirIdentity> for LockDirIdentityJs {
+    fn from(identity: &LockDirIdentity) -> Self {
+        let [root_dev, root_ino, info_dev, info_ino, info_nlink, info_size, info_mtime_ns, info_ctime_ns, info_sha256] =
+            identity.to_strings();
+        LockDirIdentityJs {
+            root_dev,
+            root_ino,
+            info_dev,
+            info_ino,
+            info_nlink,
+            info_size,
+            info_mtime_ns,
+            info_ctime_ns,
+            info_sha256,
+        }
+    }
+}
+
+impl LockDirIdentityJs {
+    fn parse(&self) -> Option<LockDirIdentity> {
+        LockDirIdentity::from_strings([
+            &self.root_dev,
+            &self.root_ino,
+            &self.info_dev,
+            &self.info_ino,
+            &self.info_nlink,
+            &self.info_size,
+            &self.info_mtime_ns,
+            &self.info_ctime_ns,
+            &self.info_sha256,
+        ])
+    }
+}
+
+#[napi(object)]
+pub struct GcObservationJs {
+    pub info: OwnerRecordJs,
+    pub bytes: Buffer,
+    pub identity: LockDirIdentityJs,
+}
+
+#[napi(object)]
+pub struct GcObservationResult {
+    pub observation: Option<GcObservationJs>,
+    pub failure: Option<LockFailure>,
+}
+
+/// `readFileLockObservationForGc`.
+#[napi]
+pub async fn read_lock_observation_native(lock_dir: String) -> Result<GcObservationResult> {
+    Ok(match gc::read_observation(&PathBuf::from(&lock_dir)) {
+        Ok(observation) => GcObservationResult {
+            observation: observation.map(|o| GcObservationJs {
+                info: OwnerRecordJs::from(&o.record),
+                bytes: Buffer::from(o.bytes),
+                identity: LockDirIdentityJs::from(&o.identity),
+            }),
+            failure: None,
+        },
+        Err(errno) => GcObservationResult {
+            observation: None,
+            failure: Some(errno_failure(errno, "Failed to read file lock", &lock_dir)),
+        },
+    })
+}
+
+#[napi(object)]
+pub struct StaleVerdictResult {
+    pub stale: bool,
+    pub reason: String,
+    pub identity: Option<LockDirIdentityJs>,
+    pub failure: Option<LockFailure>,
+}
+
+/// `genericFileLockDirStaleVerdict`.
+#[napi]
+pub async fn stale_verdict_native(
+    lock_dir: String,
+    stale_ms: f64,
+    owner_host_id: Option<String>,
+    previous_owner_host_ids: Option<Vec<String>>,
+) -> Result<StaleVerdictResult> {
+    let policy = policy_of(owner_host_id, previous_owner_host_ids);
+    Ok(
+        match gc::stale_verdict(&PathBuf::from(&lock_dir), stale_ms, &policy) {
+            Ok((verdict, identity)) => StaleVerdictResult {
+                stale: verdict.stale,
+                reason: verdict.reason.as_str().to_string(),
+                identity: identity.as_ref().map(LockDirIdentityJs::from),
+                failure: None,
+            },
+            Err(errno) => StaleVerdictResult {
+                stale: false,
+                reason: "error".into(),
+                identity: None,
+                failure: Some(errno_failure(errno, "Failed to judge file lock", &lock_dir)),
+            },
+        },
+    )
+}
+
+/// `removeFileLockDirForGc`: `removed`, `owner_changed`, `missing` or
+/// `cleanup_failed`.
+#[napi]
+pub async fn remove_lock_dir_for_gc_native(
+    lock_dir: String,
+    expected: OwnerRecordJs,
+    identity: LockDirIdentityJs,
+) -> Result<String> {
+    let Some(identity) = identity.parse() else {
+        return Ok(gc::GcRemoval::OwnerChanged.as_str().to_string());
+    };
+    let expected = OwnerRecord::from(&expected);
+    Ok(gc::remove_for_gc(&PathBuf::from(lock_dir), &expected, &identity)
+        .as_str()
+        .to_string())
+}
+
+#[napi(object)]
+pub struct InspectResult {
+    pub lock_path: String,
+    pub holder: Option<HolderInfo>,
+    pub failure: Option<LockFailure>,
+}
+
+/// `inspectLock`: read-only.
+#[napi]
+pub async fn inspect_lock_native(
+    file_path: String,
+    stale_ms: f64,
+    owner_host_id: Option<String>,
+    previous_owner_host_ids: Option<Vec<String>>,
+) -> Result<InspectResult> {
+    let policy = policy_of(owner_host_id, previous_owner_host_ids);
+    let path = PathBuf::from(&file_path);
+    Ok(match gc::inspect(&path, stale_ms, &policy) {
+        Ok(inspection) => InspectResult {
+            lock_path: inspection.lock_path.to_string_lossy().into_owned(),
+            holder: Some(HolderInfo::from(&inspection.holder)),
+            failure: None,
+        },
+        Err(errno) => InspectResult {
+            lock_path: acquire::lock_path_of(&path).to_string_lossy().into_owned(),
+            holder: None,
+            failure: Some(errno_failure(errno, "Failed to inspect file lock", &file_path)),
+        },
+    })
+}
+
+/// Test seam: makes `step` fail with `code` the next `times` times (always
+/// when omitted). Returns false for an unknown step or code.
+#[napi]
+pub fn inject_fault_for_testing(step: String, code: String, times: Option<u32>) -> bool {
+    faults::arm(&step, &code, times)
+}
+
+/// Test seam: disarms every injected fault.
+#[napi]
+pub fn clear_faults_for_testing() {
+    faults::clear();
+}

@@ -1,0 +1,151 @@
+//! Observing a lock directory: what is at `<file>.lock` right now, read
+//! no-follow and bounded, with the snapshot that any later removal must
+//! still match.
+
+use std::ffi::OsStr;
+
+use rustix::fd::{AsFd, BorrowedFd};
+use rustix::io::Errno;
+use sha2::{Digest, Sha256};
+
+use crate::errno::{errno_code, is_transient};
+use crate::fsx::{self, ReadRefusal};
+use crate::identity::{INFO_NAME, info_entry, is_empty_dir};
+use crate::record::{MAX_RECORD_BYTES, OwnerRecord};
+use crate::tree::{self, TreeSnapshot};
+
+/// What stands at a lock path.
+#[derive(Debug)]
+pub enum Observation {
+    /// Nothing: the lock is free.
+    Missing,
+    /// Something that is not a plain lock tree: a symlink, a regular file,
+    /// a FIFO or socket (at the path or as `info`), a hard-linked or oversized
+    /// `info`, a non-UTF-8 name. Held, never read-blocked, never deleted.
+    Refused { code: &'static str },
+    /// The read failed in a way that says "someone is working on it" (it
+    /// changed under us, or a transient EACCES/EPERM/EBUSY). Held for now.
+    Transient { code: &'static str },
+    /// A lock tree and who owns it, with the snapshot removal must match.
+    Lock {
+        snapshot: TreeSnapshot,
+        owner: Owner,
+    },
+}
+
+/// The owner a lock tree declares.
+#[derive(Debug)]
+pub enum Owner {
+    /// An empty directory: a legacy `mkdir` lock without a record.
+    NoRecord { dir_mtime_ns: i128 },
+    /// Entries other than a lone `info` file (e.g. an `info` directory).
+    Unrecognized,
+    /// An `info` file whose bytes do not validate.
+    Malformed,
+    /// A valid record, with the exact bytes it was parsed from.
+    Valid { record: OwnerRecord, bytes: Vec<u8> },
+}
+
+/// Failures that are not an answer about the lock but an error to report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObserveError(pub Errno);
+
+/// Observes `name` inside `parent`.
+///
+/// The record is read through a no-follow descriptor of the lock directory,
+/// then the whole tree is snapshotted; the two must agree (same root, same
+/// `info` bytes), otherwise the tree changed under us and the answer is
+/// [`Observation::Transient`].
+pub fn observe(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, ObserveError> {
+    if let Err(code) = crate::faults::check("observe") {
+        let errno = crate::faults::errno_of(code);
+        if !is_transient(errno) {
+            return Err(ObserveError(errno));
+        }
+        return Ok(Observation::Transient { code });
+    }
+    let dir = match fsx::open_child_dir(parent, name) {
+        Ok(dir) => dir,
+        Err(Errno::NOENT) => return Ok(Observation::Missing),
+        Err(Errno::NOTDIR) | Err(Errno::LOOP) => {
+            return Ok(Observation::Refused {
+                code: "not_a_directory",
+            });
+        }
+        Err(errno) if is_transient(errno) => {
+            return Ok(Observation::Transient {
+                code: errno_code(errno),
+            });
+        }
+        Err(errno) => return Err(ObserveError(errno)),
+    };
+    let record_bytes = match read_info(dir.as_fd()) {
+        Ok(bytes) => bytes,
+        Err(early) => return early,
+    };
+    let snapshot = match tree::snapshot_tree_at(parent, name) {
+        Ok(snapshot) => snapshot,
+        Err(err) => return Ok(classify_tree_error(err)),
+    };
+    let root = rustix::fs::fstat(&dir).map_err(ObserveError)?;
+    if snapshot.root_dev != root.st_dev || snapshot.root_ino != root.st_ino {
+        return Ok(Observation::Transient { code: "tree_changed" });
+    }
+    let owner = match (record_bytes, info_entry(&snapshot)) {
+        (None, _) if is_empty_dir(&snapshot) => Owner::NoRecord {
+            dir_mtime_ns: snapshot.entries[0].mtime_ns,
+        },
+        (None, _) | (Some(_), None) => Owner::Unrecognized,
+        (Some(bytes), Some(info)) => {
+            if info.sha256.as_deref() != Some(sha256_hex(&bytes).as_str()) {
+                return Ok(Observation::Transient { code: "tree_changed" });
+            }
+            match OwnerRecord::parse(&bytes) {
+                Some(record) => Owner::Valid { record, bytes },
+                None => Owner::Malformed,
+            }
+        }
+    };
+    Ok(Observation::Lock { snapshot, owner })
+}
+
+/// Reads `info` inside the lock directory: `Ok(None)` when there is none.
+/// An `Err` carries the finished observation for the refusals.
+fn read_info(dir: BorrowedFd<'_>) -> Result<Option<Vec<u8>>, Result<Observation, ObserveError>> {
+    match fsx::read_regular_bounded(dir, OsStr::new(INFO_NAME), MAX_RECORD_BYTES) {
+        Ok(read) => Ok(Some(read.bytes)),
+        Err(ReadRefusal::Os(Errno::NOENT)) => Ok(None),
+        Err(ReadRefusal::NotRegular) => Err(Ok(Observation::Refused {
+            code: "info_not_regular",
+        })),
+        // Too large to be a record: malformed, and we did not read it.
+        Err(ReadRefusal::TooLarge) => Err(Ok(Observation::Refused {
+            code: "info_too_large",
+        })),
+        Err(ReadRefusal::Changed) => Err(Ok(Observation::Transient { code: "tree_changed" })),
+        Err(ReadRefusal::Os(errno)) if is_transient(errno) => Err(Ok(Observation::Transient {
+            code: errno_code(errno),
+        })),
+        Err(ReadRefusal::Os(errno)) => Err(Err(ObserveError(errno))),
+    }
+}
+
+fn classify_tree_error(err: tree::TreeError) -> Observation {
+    match err.code() {
+        "not_found" => Observation::Missing,
+        "tree_changed" => Observation::Transient { code: "tree_changed" },
+        "io_error" => Observation::Transient { code: "io_error" },
+        code => Observation::Refused { code },
+    }
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for byte in digest.iter() {
+        out.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
+        out.push(char::from(b"0123456789abcdef"[usize::from(byte & 15)]));
+    }
+    out
+}

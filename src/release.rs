@@ -1,0 +1,141 @@
+//! Release: remove exactly the generation this process published.
+//!
+//! The lock is snapshotted, checked to be our generation (same root
+//! directory, same record bytes), and removed only if it is still exactly
+//! that snapshot. Transient errors are retried a few times; a release that
+//! still fails leaves the generation fenced ("release pending") in the
+//! in-process table, so a later acquisition in this process retries it and
+//! never steals from it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustix::fd::AsFd;
+
+use crate::debris;
+use crate::identity::info_entry;
+use crate::observe::sha256_hex;
+use crate::table::{self, BeginRelease, Generation, LockKey};
+use crate::tree;
+
+/// `FILE_LOCK_RELEASE_RETRY_ATTEMPTS`.
+pub const RELEASE_RETRY_ATTEMPTS: u32 = 5;
+/// `FILE_LOCK_RELEASE_RETRY_DELAY_MS`.
+pub const RELEASE_RETRY_DELAY_MS: u64 = 10;
+
+/// Why one removal attempt did not remove the generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// Nothing is at the lock path.
+    Missing,
+    /// Something else is at the lock path now.
+    OwnerChanged,
+    /// Worth retrying; the code says what happened.
+    Transient(&'static str),
+}
+
+/// Why a release failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReleaseError {
+    /// This process holds no such generation (released already).
+    Unknown,
+    /// A release of this generation is already running.
+    AlreadyReleasing,
+    /// The lock directory was gone.
+    Missing,
+    /// Another owner's lock stands at the path; it was left alone.
+    OwnerChanged,
+    /// Transient failures persisted; the generation stays fenced.
+    Pending(&'static str),
+}
+
+/// Releases the generation `id`.
+pub async fn release(id: u64) -> Result<(), ReleaseError> {
+    let generation = table::begin_release(id).map_err(|e| match e {
+        BeginRelease::Unknown => ReleaseError::Unknown,
+        BeginRelease::AlreadyReleasing => ReleaseError::AlreadyReleasing,
+    })?;
+    let mut last = "unknown";
+    for attempt in 0..RELEASE_RETRY_ATTEMPTS {
+        match remove_generation(&generation) {
+            Ok(()) => {
+                table::forget(id);
+                return Ok(());
+            }
+            Err(Removal::Missing) => {
+                table::forget(id);
+                return Err(ReleaseError::Missing);
+            }
+            Err(Removal::OwnerChanged) => {
+                table::forget(id);
+                return Err(ReleaseError::OwnerChanged);
+            }
+            Err(Removal::Transient(code)) => {
+                last = code;
+                if attempt + 1 < RELEASE_RETRY_ATTEMPTS {
+                    tokio::time::sleep(Duration::from_millis(RELEASE_RETRY_DELAY_MS)).await;
+                }
+            }
+        }
+    }
+    table::mark_release_pending(id);
+    Err(ReleaseError::Pending(last))
+}
+
+/// Retries, once each, the pending releases of `key` (called by an
+/// acquirer before it contends). A failure keeps the fence: a failed retry
+/// is not authority to steal.
+pub fn retry_pending(key: &LockKey) {
+    for generation in table::take_pending_releases(key) {
+        match remove_generation(&generation) {
+            Ok(()) | Err(Removal::Missing) | Err(Removal::OwnerChanged) => {
+                table::forget(generation.id)
+            }
+            Err(Removal::Transient(_)) => table::mark_release_pending(generation.id),
+        }
+    }
+}
+
+/// One attempt at removing a generation's lock directory.
+pub fn remove_generation(generation: &Arc<Generation>) -> Result<(), Removal> {
+    let parent = generation.parent.as_fd();
+    crate::faults::check("release.snapshot").map_err(Removal::Transient)?;
+    let snapshot = match tree::snapshot_tree_at(parent, &generation.lock_name) {
+        Ok(snapshot) => snapshot,
+        Err(err) => {
+            return Err(match err.code() {
+                "not_found" => Removal::Missing,
+                "tree_changed" | "io_error" => Removal::Transient(err.code()),
+                _ => Removal::OwnerChanged,
+            });
+        }
+    };
+    let our_digest = sha256_hex(&generation.record_bytes);
+    let ours = snapshot.root_dev == generation.root_dev
+        && snapshot.root_ino == generation.root_ino
+        && info_entry(&snapshot).and_then(|info| info.sha256.as_deref()) == Some(&our_digest);
+    if !ours {
+        return Err(Removal::OwnerChanged);
+    }
+    crate::faults::check("release.remove").map_err(Removal::Transient)?;
+    let outcome = tree::exact_remove_tree_at(
+        parent,
+        &generation.parent_path,
+        &generation.lock_name,
+        &snapshot,
+    );
+    if outcome.ok {
+        return Ok(());
+    }
+    match outcome.code.unwrap_or("io_error") {
+        "not_found" => Err(Removal::Missing),
+        "identity_mismatch" => Err(Removal::OwnerChanged),
+        "quarantine_collision" => {
+            // A crashed remover's leftover: clear it if provably abandoned,
+            // and let the retry loop try again.
+            debris::reap_removing(parent, &generation.lock_name, &generation.policy);
+            Err(Removal::Transient("quarantine_collision"))
+        }
+        code => Err(Removal::Transient(code)),
+    }
+}

@@ -1,0 +1,235 @@
+//! The in-process table: which lock generations this process holds, and the
+//! FIFO queue of this process's waiters for each lock.
+//!
+//! A pid only proves that *a* process exists; this table proves that *this*
+//! process created a given generation. It is what lets a second acquisition
+//! in the same process wait instead of stealing, and lets a generation whose
+//! release failed be finished later instead of being reclaimed by pid.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use rustix::fd::OwnedFd;
+use tokio::sync::Notify;
+
+use crate::verdict::HostPolicy;
+
+/// The canonical name of a lock: the realpath of its parent directory plus
+/// its final component, so aliased paths (a symlinked parent) name one lock.
+pub type LockKey = PathBuf;
+
+/// Where a generation lives on disk and what it published.
+#[derive(Debug)]
+pub struct Generation {
+    pub id: u64,
+    pub key: LockKey,
+    /// The parent directory, opened when the lock was published; release
+    /// works relative to it even if the path is renamed meanwhile.
+    pub parent: OwnedFd,
+    pub parent_path: PathBuf,
+    pub lock_name: OsString,
+    pub root_dev: u64,
+    pub root_ino: u64,
+    /// The exact record bytes this generation wrote.
+    pub record_bytes: Vec<u8>,
+    pub owner_token: String,
+    /// The host rules of the acquisition, for judging debris on release.
+    pub policy: HostPolicy,
+}
+
+/// Where a generation is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Held,
+    Releasing,
+    /// A release failed with a transient error; the lock stays fenced to
+    /// this generation until a retry succeeds.
+    ReleasePending,
+}
+
+struct Entry {
+    generation: Arc<Generation>,
+    status: Status,
+}
+
+/// One waiter's place in its lock's queue.
+pub struct Ticket {
+    pub key: LockKey,
+    pub id: u64,
+    /// Woken when this waiter reaches the head of the queue, and by the
+    /// watcher when the lock path changes.
+    pub wake: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct Table {
+    generations: HashMap<u64, Entry>,
+    queues: HashMap<LockKey, VecDeque<(u64, Arc<Notify>)>>,
+}
+
+fn table() -> MutexGuard<'static, Table> {
+    static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
+    // A panic while holding the lock leaves the data consistent (every
+    // mutation is a single insert/remove), so a poisoned lock is usable.
+    TABLE
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh id for a generation or a ticket.
+pub fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Records a freshly published generation as held.
+pub fn insert_held(generation: Generation) -> Arc<Generation> {
+    let generation = Arc::new(generation);
+    table().generations.insert(
+        generation.id,
+        Entry {
+            generation: generation.clone(),
+            status: Status::Held,
+        },
+    );
+    generation
+}
+
+/// Why a release could not start.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BeginRelease {
+    Unknown,
+    AlreadyReleasing,
+}
+
+/// Marks a held or release-pending generation as releasing.
+pub fn begin_release(id: u64) -> Result<Arc<Generation>, BeginRelease> {
+    let mut table = table();
+    let entry = table
+        .generations
+        .get_mut(&id)
+        .ok_or(BeginRelease::Unknown)?;
+    if entry.status == Status::Releasing {
+        return Err(BeginRelease::AlreadyReleasing);
+    }
+    entry.status = Status::Releasing;
+    Ok(entry.generation.clone())
+}
+
+/// Forgets a generation (released, or no longer ours on disk) and wakes the
+/// first waiter of its lock.
+pub fn forget(id: u64) {
+    let mut table = table();
+    if let Some(entry) = table.generations.remove(&id) {
+        wake_head(&table, &entry.generation.key);
+    }
+}
+
+/// Fences a generation whose release failed transiently.
+pub fn mark_release_pending(id: u64) {
+    if let Some(entry) = table().generations.get_mut(&id) {
+        entry.status = Status::ReleasePending;
+    }
+}
+
+/// Generations of `key` whose release is pending, for an acquirer to retry
+/// first. Marks them releasing; the caller must end each with [`forget`] or
+/// [`mark_release_pending`].
+pub fn take_pending_releases(key: &LockKey) -> Vec<Arc<Generation>> {
+    let mut table = table();
+    table
+        .generations
+        .values_mut()
+        .filter(|entry| entry.status == Status::ReleasePending && entry.generation.key == *key)
+        .map(|entry| {
+            entry.status = Status::Releasing;
+            entry.generation.clone()
+        })
+        .collect()
+}
+
+/// Whether this process holds a generation of `key` whose record has this
+/// owner token (in any status).
+pub fn holds_token(owner_token: &str) -> bool {
+    table()
+        .generations
+        .values()
+        .any(|entry| entry.generation.owner_token == owner_token)
+}
+
+/// Joins the queue of `key`.
+pub fn enqueue(key: LockKey, wake: Arc<Notify>) -> Ticket {
+    let id = next_id();
+    table()
+        .queues
+        .entry(key.clone())
+        .or_default()
+        .push_back((id, wake.clone()));
+    Ticket { key, id, wake }
+}
+
+/// Whether the ticket is at the head of its queue (and may contend on disk).
+pub fn is_head(ticket: &Ticket) -> bool {
+    table()
+        .queues
+        .get(&ticket.key)
+        .and_then(|queue| queue.front())
+        .is_some_and(|(id, _)| *id == ticket.id)
+}
+
+/// Leaves the queue; if the ticket was the head, the next waiter is woken.
+pub fn dequeue(ticket: &Ticket) {
+    let mut table = table();
+    let Some(queue) = table.queues.get_mut(&ticket.key) else {
+        return;
+    };
+    let was_head = queue.front().is_some_and(|(id, _)| *id == ticket.id);
+    queue.retain(|(id, _)| *id != ticket.id);
+    if queue.is_empty() {
+        table.queues.remove(&ticket.key);
+    } else if was_head {
+        wake_head(&table, &ticket.key);
+    }
+}
+
+fn wake_head(table: &Table, key: &LockKey) {
+    if let Some((_, wake)) = table.queues.get(key).and_then(|queue| queue.front()) {
+        wake.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_is_fifo_and_wakes_the_next_head() {
+        let key = PathBuf::from(format!("/queue-test-{}", next_id()));
+        let first = enqueue(key.clone(), Arc::new(Notify::new()));
+        let second = enqueue(key.clone(), Arc::new(Notify::new()));
+        let third = enqueue(key.clone(), Arc::new(Notify::new()));
+        assert!(is_head(&first));
+        assert!(!is_head(&second));
+        // A waiter behind the head leaving does not disturb the order.
+        dequeue(&third);
+        dequeue(&first);
+        assert!(is_head(&second));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        // The permit stored by dequeue(first) wakes the second waiter at once.
+        runtime.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(1), second.wake.notified())
+                .await
+                .expect("the new head is woken");
+        });
+        dequeue(&second);
+        assert!(!table().queues.contains_key(&key));
+    }
+}

@@ -1,0 +1,195 @@
+//! Waiting without polling: the kernel wakes a waiter when the lock name is
+//! removed or renamed away (inotify on the lock's parent) and when the
+//! holder dies (a pidfd becomes readable). A timer every `retryDelayMs`
+//! remains as the fallback for filesystems that send no events (network
+//! mounts) and for anything missed.
+//!
+//! There is one inotify instance per process, read by one task on the napi
+//! tokio runtime; each waiter holds a subscription for `(directory, name)`
+//! and a [`Notify`] that stores a permit, so an event that arrives between a
+//! waiter's last look at the disk and its `await` is never lost. No thread
+//! per waiter, and no libuv pool thread is ever held while waiting.
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use rustix::fd::{BorrowedFd, OwnedFd};
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::io::Errno;
+use rustix::process::{Pid, PidfdFlags};
+use tokio::io::unix::AsyncFd;
+use tokio::sync::Notify;
+
+struct Subscriber {
+    id: u64,
+    name: OsString,
+    wake: Arc<Notify>,
+}
+
+struct Watcher {
+    fd: AsyncFd<OwnedFd>,
+    watches: Mutex<HashMap<i32, Vec<Subscriber>>>,
+}
+
+/// The process's watcher, started on first use inside the tokio runtime.
+/// `None` when inotify is unavailable (other platforms, exhausted limits):
+/// waiters then fall back to the timer.
+fn watcher() -> Option<&'static Arc<Watcher>> {
+    static WATCHER: OnceLock<Option<Arc<Watcher>>> = OnceLock::new();
+    WATCHER
+        .get_or_init(|| {
+            let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).ok()?;
+            let watcher = Arc::new(Watcher {
+                fd: AsyncFd::new(fd).ok()?,
+                watches: Mutex::new(HashMap::new()),
+            });
+            tokio::spawn(dispatch(watcher.clone()));
+            Some(watcher)
+        })
+        .as_ref()
+}
+
+/// Reads events forever and wakes the subscribers they concern.
+async fn dispatch(watcher: Arc<Watcher>) {
+    let mut buffer = [MaybeUninit::<u8>::uninit(); 4096];
+    loop {
+        let Ok(mut guard) = watcher.fd.readable().await else {
+            return;
+        };
+        let mut reader = inotify::Reader::new(watcher.fd.get_ref(), &mut buffer);
+        loop {
+            match reader.next() {
+                Ok(event) => {
+                    let everyone = event
+                        .events()
+                        .intersects(ReadFlags::Q_OVERFLOW | ReadFlags::IGNORED);
+                    let name = event.file_name().map(|name| name.to_bytes().to_vec());
+                    wake(&watcher, event.wd(), everyone, name.as_deref());
+                }
+                Err(Errno::AGAIN) => {
+                    guard.clear_ready();
+                    break;
+                }
+                Err(Errno::INTR) => continue,
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+fn wake(watcher: &Watcher, wd: i32, everyone: bool, name: Option<&[u8]>) {
+    let watches = watcher.watches.lock().unwrap_or_else(|p| p.into_inner());
+    let targets: Box<dyn Iterator<Item = &Subscriber>> = if wd < 0 {
+        // Queue overflow: we may have missed anything.
+        Box::new(watches.values().flatten())
+    } else {
+        Box::new(watches.get(&wd).into_iter().flatten())
+    };
+    for subscriber in targets {
+        if everyone || name == Some(subscriber.name.as_bytes()) {
+            subscriber.wake.notify_one();
+        }
+    }
+}
+
+/// A waiter's interest in `name` disappearing from a directory. Dropping it
+/// unsubscribes (and removes the kernel watch with the last subscriber).
+pub struct Subscription {
+    wd: i32,
+    id: u64,
+}
+
+/// Subscribes `wake` to the removal or renaming-away of `name` in the
+/// directory `dir`. `None` if the kernel cannot watch it; the timer covers.
+pub fn watch(dir: BorrowedFd<'_>, name: &OsStr, wake: Arc<Notify>) -> Option<Subscription> {
+    let watcher = watcher()?;
+    // inotify takes a path; the magic link of our descriptor names exactly
+    // the directory we opened, whatever happened to its path since.
+    let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
+    let mask = WatchFlags::DELETE | WatchFlags::MOVED_FROM | WatchFlags::ONLYDIR;
+    let mut watches = watcher.watches.lock().unwrap_or_else(|p| p.into_inner());
+    let wd = inotify::add_watch(watcher.fd.get_ref(), path, mask).ok()?;
+    let id = crate::table::next_id();
+    watches.entry(wd).or_default().push(Subscriber {
+        id,
+        name: name.to_os_string(),
+        wake,
+    });
+    Some(Subscription { wd, id })
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let Some(watcher) = watcher() else { return };
+        let mut watches = watcher.watches.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(subscribers) = watches.get_mut(&self.wd) {
+            subscribers.retain(|s| s.id != self.id);
+            if subscribers.is_empty() {
+                watches.remove(&self.wd);
+                // The directory may be gone already (EINVAL): nothing to undo.
+                let _ = inotify::remove_watch(watcher.fd.get_ref(), self.wd);
+            }
+        }
+    }
+}
+
+/// A pidfd for `pid`, readable once the process has exited. `None` if it
+/// cannot be opened (no such process: the caller re-checks at once; or no
+/// pidfd support: the timer covers).
+pub fn holder_exit(pid: u32) -> Option<AsyncFd<OwnedFd>> {
+    let pid = Pid::from_raw(i32::try_from(pid).ok()?)?;
+    let fd = rustix::process::pidfd_open(pid, PidfdFlags::NONBLOCK).ok()?;
+    AsyncFd::new(fd).ok()
+}
+
+/// A cancellation flag that also wakes the waiter it belongs to.
+#[derive(Default)]
+pub struct Cancel {
+    cancelled: AtomicBool,
+    wake: Mutex<Option<Arc<Notify>>>,
+}
+
+impl Cancel {
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Cancels and wakes the waiter, if one is attached.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        if let Some(wake) = self.wake.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            wake.notify_one();
+        }
+    }
+
+    /// Attaches the waiter to wake on cancellation.
+    pub fn attach(&self, wake: Arc<Notify>) {
+        *self.wake.lock().unwrap_or_else(|p| p.into_inner()) = Some(wake);
+    }
+}
+
+/// Waits until `wake` is notified, the holder exits, or `delay` passes,
+/// whichever comes first.
+pub async fn until_change(wake: &Notify, holder: Option<&AsyncFd<OwnedFd>>, delay: Duration) {
+    let exit = async {
+        match holder {
+            Some(fd) => {
+                // Readable means exited; the guard is dropped at once (the
+                // pidfd stays readable, and we do not wait on it again).
+                let _ = fd.readable().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = wake.notified() => {}
+        _ = exit => {}
+        _ = tokio::time::sleep(delay) => {}
+    }
+}
