@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 mod fsx;
+mod process;
 
 use napi_derive::napi;
 
