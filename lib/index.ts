@@ -4,6 +4,37 @@
  * This facade validates arguments, applies defaults, wires AbortSignal and
  * shapes errors; the native core (Rust, ../native) does the locking.
  */
+export {
+  acquireLock,
+  acquireFileLock,
+  withFileLock,
+  processStartTime,
+  FILE_LOCK_RELEASE_RETRY_ATTEMPTS,
+  FILE_LOCK_RELEASE_RETRY_DELAY_MS,
+  FileLockTestHooks,
+  injectFaultForTesting,
+  clearFaultsForTesting,
+  type LockRelease,
+} from "./lock.js";
+export { FileLockAcquireError, FileLockError, describeHolder } from "./errors.js";
+export type { FileLockOptions } from "./options.js";
+export {
+  readFileLockInfoForGc,
+  readFileLockObservationForGc,
+  removeFileLockDirForGc,
+  genericFileLockDirStaleVerdict,
+  genericFileLockDirIsStale,
+  inspectLock,
+  type FileLockOwnerToken,
+  type FileLockGcRemoval,
+  type FileLockGcObservation,
+  type GenericFileLockDirIdentity,
+  type GenericFileLockDirStaleVerdict,
+  type LockInspection,
+  type LockLiveness,
+  type InspectOptions,
+} from "./gc.js";
 import * as native from "../native/index.js";
 
+/** The version of the native core. */
 export const nativeVersion: () => string = native.nativeVersion;

@@ -60,13 +60,9 @@ pub fn reap_removing(parent: BorrowedFd<'_>, lock_name: &OsStr, policy: &HostPol
     tree::remove_tree_in_place_at(parent, &name, &snapshot).ok
 }
 
-/// Removes staging directories of `lock_name` whose creating process is
-/// gone. Never touches a symlink or anything not named like our staging.
-pub fn reap_staging(parent: BorrowedFd<'_>) -> usize {
-    reap_staging_of(parent, None)
-}
-
-/// As [`reap_staging`], limited to one lock's staging names.
+/// Removes staging directories (of `lock_name`, or of any lock when `None`)
+/// whose creating process is gone. Never touches a symlink or anything not
+/// named like our staging.
 pub fn reap_staging_of(parent: BorrowedFd<'_>, lock_name: Option<&OsStr>) -> usize {
     let Ok(listing) = rustix::fs::openat(
         parent,

@@ -118,7 +118,7 @@ fn stage_and_rename(
             root_dev: root.st_dev,
             root_ino: root.st_ino,
         }))
-    } else if outcome.is_destination_exists() {
+    } else if outcome.refused_with(rename::Refusal::DestinationExists) {
         Ok(Publication::Contended)
     } else {
         Err(PublishError::Rename(outcome.code.unwrap_or("io_error")))

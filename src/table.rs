@@ -59,9 +59,6 @@ struct Entry {
 pub struct Ticket {
     pub key: LockKey,
     pub id: u64,
-    /// Woken when this waiter reaches the head of the queue, and by the
-    /// watcher when the lock path changes.
-    pub wake: Arc<Notify>,
 }
 
 #[derive(Default)]
@@ -153,24 +150,16 @@ pub fn take_pending_releases(key: &LockKey) -> Vec<Arc<Generation>> {
         .collect()
 }
 
-/// Whether this process holds a generation of `key` whose record has this
-/// owner token (in any status).
-pub fn holds_token(owner_token: &str) -> bool {
-    table()
-        .generations
-        .values()
-        .any(|entry| entry.generation.owner_token == owner_token)
-}
-
-/// Joins the queue of `key`.
+/// Joins the queue of `key`; `wake` is notified when the ticket becomes
+/// the head.
 pub fn enqueue(key: LockKey, wake: Arc<Notify>) -> Ticket {
     let id = next_id();
     table()
         .queues
         .entry(key.clone())
         .or_default()
-        .push_back((id, wake.clone()));
-    Ticket { key, id, wake }
+        .push_back((id, wake));
+    Ticket { key, id }
 }
 
 /// Whether the ticket is at the head of its queue (and may contend on disk).
@@ -211,7 +200,8 @@ mod tests {
     fn queue_is_fifo_and_wakes_the_next_head() {
         let key = PathBuf::from(format!("/queue-test-{}", next_id()));
         let first = enqueue(key.clone(), Arc::new(Notify::new()));
-        let second = enqueue(key.clone(), Arc::new(Notify::new()));
+        let second_wake = Arc::new(Notify::new());
+        let second = enqueue(key.clone(), second_wake.clone());
         let third = enqueue(key.clone(), Arc::new(Notify::new()));
         assert!(is_head(&first));
         assert!(!is_head(&second));
@@ -225,7 +215,7 @@ mod tests {
             .unwrap();
         // The permit stored by dequeue(first) wakes the second waiter at once.
         runtime.block_on(async {
-            tokio::time::timeout(std::time::Duration::from_secs(1), second.wake.notified())
+            tokio::time::timeout(std::time::Duration::from_secs(1), second_wake.notified())
                 .await
                 .expect("the new head is woken");
         });

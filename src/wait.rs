@@ -46,7 +46,7 @@ fn watcher() -> Option<&'static Arc<Watcher>> {
         .get_or_init(|| {
             let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).ok()?;
             let watcher = Arc::new(Watcher {
-                fd: AsyncFd::new(fd).ok()?,
+                fd: register(fd)?,
                 watches: Mutex::new(HashMap::new()),
             });
             tokio::spawn(dispatch(watcher.clone()));
@@ -68,7 +68,7 @@ async fn dispatch(watcher: Arc<Watcher>) {
                 Ok(event) => {
                     let everyone = event
                         .events()
-                        .intersects(ReadFlags::Q_OVERFLOW | ReadFlags::IGNORED);
+                        .intersects(ReadFlags::QUEUE_OVERFLOW | ReadFlags::IGNORED);
                     let name = event.file_name().map(|name| name.to_bytes().to_vec());
                     wake(&watcher, event.wd(), everyone, name.as_deref());
                 }
@@ -145,7 +145,19 @@ impl Drop for Subscription {
 pub fn holder_exit(pid: u32) -> Option<AsyncFd<OwnedFd>> {
     let pid = Pid::from_raw(i32::try_from(pid).ok()?)?;
     let fd = rustix::process::pidfd_open(pid, PidfdFlags::NONBLOCK).ok()?;
-    AsyncFd::new(fd).ok()
+    register(fd)
+}
+
+/// Registers an owned descriptor with the runtime's reactor.
+#[allow(unsafe_code)]
+fn register(fd: OwnedFd) -> Option<AsyncFd<OwnedFd>> {
+    // SAFETY: `register` requires a valid open descriptor that stays open
+    // and keeps its number for the life of the `AsyncFd`. An `OwnedFd` only
+    // exists for a valid open descriptor; the `AsyncFd` takes ownership of
+    // it, so nothing else can close or replace it while registered (we
+    // never call `into_inner`), and `OwnedFd::as_raw_fd` always returns the
+    // same number.
+    unsafe { AsyncFd::register(fd).ok() }
 }
 
 /// A cancellation flag that also wakes the waiter it belongs to.

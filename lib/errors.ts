@@ -1,0 +1,100 @@
+/**
+ * Errors a user can meet, each with a stable `code`, and the words that
+ * describe a lock's holder. Shaping only: the native core decides.
+ */
+import type { HolderInfo, LockFailure } from "../native/index.js";
+
+/** Any failure of exactlock that is not an argument error. */
+export class FileLockError extends Error {
+  readonly code: string;
+  readonly lockPath?: string;
+  constructor(code: string, message: string, lockPath?: string) {
+    super(message);
+    this.name = "FileLockError";
+    this.code = code;
+    if (lockPath !== undefined) this.lockPath = lockPath;
+  }
+}
+
+/** The waiting budget ran out while someone else held the lock. */
+export class FileLockAcquireError extends Error {
+  readonly code = "ELOCKED" as const;
+  readonly filePath: string;
+  readonly lockPath: string;
+  readonly attempts: number;
+  /** Who held the lock at the last look, in words. */
+  readonly holder: string;
+  /** The same, as data (pid, liveness, host, …). */
+  readonly holderInfo?: HolderInfo;
+  constructor(filePath: string, lockPath: string, attempts: number, holderInfo?: HolderInfo, hostAware = false) {
+    const holder = describeHolder(holderInfo, hostAware);
+    super(
+      `Failed to acquire lock for ${filePath} after ${attempts} attempts: ${holder} (${lockPath}); ` +
+        "a live owner is never displaced \u2014 wait for it to finish, or stop it, before retrying",
+    );
+    this.name = "FileLockAcquireError";
+    this.filePath = filePath;
+    this.lockPath = lockPath;
+    this.attempts = attempts;
+    this.holder = holder;
+    if (holderInfo !== undefined) this.holderInfo = holderInfo;
+  }
+}
+
+/** A TypeError for a bad argument, thrown before anything touches the disk. */
+export function argumentError(message: string): TypeError {
+  const error = new TypeError(message) as TypeError & { code: string };
+  error.code = "ERR_INVALID_ARG_VALUE";
+  return error;
+}
+
+const LIVENESS_WORDS: Record<string, string> = {
+  live: "live",
+  pid_reused: "pid reused by another process",
+  dead_not_reaped: "dead but not reaped",
+  dead: "dead",
+  unknown: "liveness unknown",
+};
+
+function since(timestamp: number | undefined | null): string {
+  if (timestamp == null) return "an unknown time";
+  const date = new Date(timestamp);
+  return Number.isNaN(date.getTime()) ? `timestamp ${timestamp}` : date.toISOString();
+}
+
+/** One sentence naming who holds a lock. */
+export function describeHolder(holder: HolderInfo | undefined | null, hostAware = false): string {
+  if (!holder) return "held by an unreadable owner";
+  switch (holder.state) {
+    case "free":
+      return "free at the last look, but taken again before this waiter could publish";
+    case "record": {
+      const pid = `pid ${holder.pid}`;
+      if (holder.foreign) {
+        const where = holder.ownerHostId ? `on host ${holder.ownerHostId}` : "on an unrecorded host";
+        return `held by ${pid} ${where} (liveness unknown from this host) since ${since(holder.timestamp)}`;
+      }
+      const where = holder.ownerHostId ? ` on host ${holder.ownerHostId}` : hostAware ? " on this host" : "";
+      const liveness = LIVENESS_WORDS[holder.liveness ?? "unknown"] ?? holder.liveness;
+      return `held by ${pid}${where} (${liveness}) since ${since(holder.timestamp)}`;
+    }
+    case "malformed":
+      return (
+        "held by an owner record that is not readable (empty, truncated or non-JSON info); " +
+        "records without a liveness proof are never reclaimed \u2014 remove the directory by hand once no writer remains"
+      );
+    case "no_record":
+      return "held by an empty lock directory without an owner record (a legacy holder, or one still publishing)";
+    case "not_a_lock":
+      return `blocked by something that is not a lock directory (${holder.code ?? "refused"}); it is never followed or removed`;
+    case "transient":
+      return `held by an owner whose record is being written or removed (${holder.code ?? "transient"})`;
+    default:
+      return `held by an unrecognized owner (${holder.state})`;
+  }
+}
+
+/** Turns a native failure into the error a user meets. */
+export function errorFromFailure(failure: LockFailure): FileLockError {
+  return new FileLockError(failure.code, failure.message, failure.lockPath ?? undefined);
+}

@@ -1,0 +1,168 @@
+/**
+ * Read-only inspection and identity-bound removal, for status displays and
+ * garbage collectors. Nothing here removes by pathname alone.
+ */
+import * as native from "../native/index.js";
+import { describeHolder, errorFromFailure } from "./errors.js";
+import { DEFAULT_STALE_MS, validateFilePath, validateHostIds } from "./options.js";
+
+export interface FileLockOwnerToken {
+  pid: number;
+  start_time?: string;
+  start_time_format?: string;
+  owner_host_id?: string;
+  owner_token?: string;
+  timestamp: number;
+}
+
+export interface GenericFileLockDirIdentity {
+  rootDev: string;
+  rootIno: string;
+  infoDev: string;
+  infoIno: string;
+  infoNlink: string;
+  infoSize: string;
+  infoMtimeNs: string;
+  infoCtimeNs: string;
+  infoSha256: string;
+}
+
+export type FileLockGcRemoval = "removed" | "owner_changed" | "missing" | "cleanup_failed";
+
+export type GenericFileLockDirStaleVerdict = { stale: false } | { stale: true; identity: GenericFileLockDirIdentity };
+
+export interface FileLockGcObservation {
+  info: FileLockOwnerToken;
+  bytes: Buffer;
+  identity: GenericFileLockDirIdentity;
+}
+
+/**
+ * Removal authority: the identity observed for an owner object returned by
+ * an observation. Keyed by the object itself, so a plain object built by
+ * hand (or a copy) carries no authority.
+ */
+const authority = new WeakMap<object, GenericFileLockDirIdentity>();
+
+function dropUndefined(record: native.OwnerRecordJs): FileLockOwnerToken {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(record)) if (value !== undefined && value !== null) out[key] = value;
+  return out as unknown as FileLockOwnerToken;
+}
+
+/** The valid owner record at `lockDir`, its bytes and identity, or `null`. */
+export async function readFileLockObservationForGc(lockDir: string): Promise<FileLockGcObservation | null> {
+  const path = validateFilePath(lockDir, "lockDir");
+  const result = await native.readLockObservationNative(path);
+  if (result.failure) throw errorFromFailure(result.failure);
+  if (!result.observation) return null;
+  const info = dropUndefined(result.observation.info);
+  const identity = result.observation.identity;
+  authority.set(info, identity);
+  return { info, bytes: result.observation.bytes, identity };
+}
+
+/** The valid owner record at `lockDir`, or `null`. */
+export async function readFileLockInfoForGc(lockDir: string): Promise<FileLockOwnerToken | null> {
+  return (await readFileLockObservationForGc(lockDir))?.info ?? null;
+}
+
+/**
+ * Removes `lockDir` only if it still holds the `expected` owner generation
+ * and is still exactly the object observed before the decision
+ * (`preVerdictIdentity`, or the identity recorded when `expected` was read).
+ */
+export async function removeFileLockDirForGc(
+  lockDir: string,
+  expected: FileLockOwnerToken,
+  preVerdictIdentity?: GenericFileLockDirIdentity,
+): Promise<FileLockGcRemoval> {
+  const path = validateFilePath(lockDir, "lockDir");
+  const identity = preVerdictIdentity ?? (expected && typeof expected === "object" ? authority.get(expected) : undefined);
+  if (!identity) return "owner_changed";
+  const removal = await native.removeLockDirForGcNative(path, expected as native.OwnerRecordJs, identity);
+  return removal as FileLockGcRemoval;
+}
+
+/** Whether a waiter would reclaim `lockDir` now, with the identity judged. */
+export async function genericFileLockDirStaleVerdict(
+  lockDir: string,
+  staleMs: number = DEFAULT_STALE_MS,
+  ownerHostId?: string,
+  previousOwnerHostIds?: readonly string[],
+): Promise<GenericFileLockDirStaleVerdict> {
+  const path = validateFilePath(lockDir, "lockDir");
+  const hosts = validateHostIds(ownerHostId, previousOwnerHostIds);
+  const result = await native.staleVerdictNative(path, staleMs, hosts.ownerHostId, hosts.previousOwnerHostIds);
+  if (result.failure) throw errorFromFailure(result.failure);
+  return result.stale && result.identity ? { stale: true, identity: result.identity } : { stale: false };
+}
+
+/** Whether a waiter would reclaim `lockDir` now. */
+export async function genericFileLockDirIsStale(
+  lockDir: string,
+  staleMs: number = DEFAULT_STALE_MS,
+  ownerHostId?: string,
+): Promise<boolean> {
+  return (await genericFileLockDirStaleVerdict(lockDir, staleMs, ownerHostId)).stale;
+}
+
+export type LockLiveness = "live" | "dead" | "dead_not_reaped" | "pid_reused" | "unknown";
+
+export interface LockInspection {
+  filePath: string;
+  lockPath: string;
+  /** `free`, `record`, `malformed`, `no_record`, `not_a_lock`, `transient`. */
+  state: "free" | "record" | "malformed" | "no_record" | "not_a_lock" | "transient";
+  /** The holder's record, when there is a valid one. */
+  holder?: {
+    pid: number;
+    liveness: LockLiveness;
+    since: string;
+    startTime?: string;
+    ownerToken?: string;
+    ownerHostId?: string;
+    foreign: boolean;
+  };
+  /** Whether a waiter with the same options would reclaim it now, and why. */
+  stale: boolean;
+  reason: string;
+  /** One sentence, as an error message would put it. */
+  description: string;
+}
+
+export interface InspectOptions {
+  staleMs?: number;
+  ownerHostId?: string;
+  previousOwnerHostIds?: readonly string[];
+}
+
+/** Who holds the lock for `filePath`, whether they are alive, and whether a waiter would reclaim it. Read-only. */
+export async function inspectLock(filePath: string, options: InspectOptions = {}): Promise<LockInspection> {
+  const path = validateFilePath(filePath);
+  const hosts = validateHostIds(options.ownerHostId, options.previousOwnerHostIds);
+  const staleMs = options.staleMs ?? DEFAULT_STALE_MS;
+  const result = await native.inspectLockNative(path, staleMs, hosts.ownerHostId, hosts.previousOwnerHostIds);
+  if (result.failure || !result.holder) throw errorFromFailure(result.failure!);
+  const info = result.holder;
+  const inspection: LockInspection = {
+    filePath: path,
+    lockPath: result.lockPath,
+    state: info.state as LockInspection["state"],
+    stale: info.stale,
+    reason: info.reason,
+    description: info.state === "free" ? "free" : describeHolder(info, hosts.ownerHostId !== undefined),
+  };
+  if (info.state === "record" && info.pid != null && info.timestamp != null) {
+    inspection.holder = {
+      pid: info.pid,
+      liveness: (info.liveness ?? "unknown") as LockLiveness,
+      since: new Date(info.timestamp).toISOString(),
+      foreign: info.foreign,
+      ...(info.startTime ? { startTime: info.startTime } : {}),
+      ...(info.ownerToken ? { ownerToken: info.ownerToken } : {}),
+      ...(info.ownerHostId ? { ownerHostId: info.ownerHostId } : {}),
+    };
+  }
+  return inspection;
+}

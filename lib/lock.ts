@@ -1,0 +1,178 @@
+/**
+ * acquireLock / withFileLock: validate, wire the AbortSignal, call the
+ * native core, shape its answer. Read top to bottom, one step per function.
+ */
+import * as native from "../native/index.js";
+import { FileLockAcquireError, FileLockError, errorFromFailure } from "./errors.js";
+import { type FileLockOptions, type ResolvedOptions, resolveOptions, validateFilePath } from "./options.js";
+
+/** Releases the lock; also `await using`-disposable. */
+export type LockRelease = (() => Promise<void>) & AsyncDisposable;
+
+export const FILE_LOCK_RELEASE_RETRY_ATTEMPTS = 5;
+export const FILE_LOCK_RELEASE_RETRY_DELAY_MS = 10;
+
+/** Test seams. */
+export const FileLockTestHooks: {
+  /** Awaited in each attempt, after the lock's parent exists and before publication. */
+  afterParentMkdir?: (lockPath: string) => void | Promise<void>;
+} = {};
+
+/** Makes a native step fail with an errno-style code (tests only). */
+export function injectFaultForTesting(step: string, code: string, times?: number): void {
+  if (!native.injectFaultForTesting(step, code, times)) {
+    throw new TypeError(`unknown fault step or code: ${step} ${code}`);
+  }
+}
+
+/** Disarms every injected fault (tests only). */
+export function clearFaultsForTesting(): void {
+  native.clearFaultsForTesting();
+}
+
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new Error("File lock acquisition aborted");
+}
+
+/** Arms a native cancel token that fires when `signal` aborts. */
+function wireSignal(signal: AbortSignal | undefined): { token?: number; unwire: () => void } {
+  if (!signal) return { unwire: () => {} };
+  const token = native.createCancelToken();
+  const onAbort = () => native.cancelAcquire(token);
+  signal.addEventListener("abort", onAbort, { once: true });
+  return { token, unwire: () => signal.removeEventListener("abort", onAbort) };
+}
+
+/** The test hook as the native core calls it; remembers what it threw. */
+function hookFor(thrown: { error?: unknown }): ((lockPath: string) => Promise<void>) | undefined {
+  const hook = FileLockTestHooks.afterParentMkdir;
+  if (!hook) return undefined;
+  return async (lockPath: string) => {
+    try {
+      await hook(lockPath);
+    } catch (error) {
+      thrown.error = error;
+      throw error;
+    }
+  };
+}
+
+function makeRelease(generation: string): LockRelease {
+  let inflight: Promise<void> | undefined;
+  const release = (() => {
+    inflight ??= releaseGeneration(generation).finally(() => {
+      inflight = undefined;
+    });
+    return inflight;
+  }) as LockRelease;
+  release[Symbol.asyncDispose] = release;
+  return release;
+}
+
+async function releaseGeneration(generation: string): Promise<void> {
+  const failure = await native.releaseLockNative(generation);
+  if (failure) throw errorFromFailure(failure);
+}
+
+function acquireError(
+  filePath: string,
+  options: ResolvedOptions,
+  failure: native.LockFailure,
+  signal: AbortSignal | undefined,
+  hookError: unknown,
+): unknown {
+  if (failure.code === "ABORT_ERR" && signal) return abortReason(signal);
+  if (failure.code === "EHOOK" && hookError !== undefined) return hookError;
+  if (failure.code === "ELOCKED") {
+    return new FileLockAcquireError(
+      filePath,
+      failure.lockPath ?? `${filePath}.lock`,
+      failure.attempts ?? 0,
+      failure.holder ?? undefined,
+      options.ownerHostId !== undefined,
+    );
+  }
+  return errorFromFailure(failure);
+}
+
+/**
+ * Acquires the lock for `filePath` (the directory `filePath.lock`) and
+ * resolves to the function that releases it.
+ */
+export async function acquireLock(filePath: string, options?: FileLockOptions): Promise<LockRelease> {
+  const path = validateFilePath(filePath);
+  const resolved = resolveOptions(options);
+  const { signal } = resolved;
+  if (signal?.aborted) throw abortReason(signal);
+  const wiring = wireSignal(signal);
+  const thrown: { error?: unknown } = {};
+  let result: native.AcquireResult;
+  try {
+    result = await native.acquireLockNative(
+      {
+        filePath: path,
+        retries: resolved.retries,
+        retryDelayMs: resolved.retryDelayMs,
+        staleMs: resolved.staleMs,
+        ownerHostId: resolved.ownerHostId,
+        previousOwnerHostIds: resolved.previousOwnerHostIds,
+        cancelToken: wiring.token,
+      },
+      hookFor(thrown),
+    );
+  } finally {
+    wiring.unwire();
+  }
+  if (!result.lock) {
+    throw acquireError(path, resolved, result.failure!, signal, thrown.error);
+  }
+  const release = makeRelease(result.lock.generation);
+  if (resolved.onAcquired) await runOnAcquired(resolved.onAcquired, release);
+  return release;
+}
+
+/** The later upstream name of {@link acquireLock}. */
+export const acquireFileLock = acquireLock;
+
+async function runOnAcquired(onAcquired: () => void, release: LockRelease): Promise<void> {
+  try {
+    onAcquired();
+  } catch (error) {
+    try {
+      await release();
+    } catch (releaseError) {
+      throw new AggregateError([error, releaseError], "onAcquired and the release that followed both failed.");
+    }
+    throw error;
+  }
+}
+
+/**
+ * Runs `fn` while holding the lock for `filePath`, and releases it whether
+ * `fn` resolves or throws.
+ */
+export async function withFileLock<T>(filePath: string, fn: () => Promise<T>, options?: FileLockOptions): Promise<T> {
+  if (typeof fn !== "function") throw new TypeError("fn must be a function");
+  const release = await acquireLock(filePath, options);
+  let result: T;
+  try {
+    result = await fn();
+  } catch (operationError) {
+    try {
+      await release();
+    } catch (releaseError) {
+      throw new AggregateError([operationError, releaseError], "File lock operation and release both failed.");
+    }
+    throw operationError;
+  }
+  await release();
+  return result;
+}
+
+/** `processStartTime(pid)`: as `ps -o lstart=` prints it under `LC_ALL=C TZ=UTC`, or `null`. */
+export function processStartTime(pid: number): string | null {
+  if (typeof pid !== "number") return null;
+  return native.processStartTime(pid) ?? null;
+}
+
+export { FileLockError };
