@@ -5,6 +5,9 @@
 #![deny(unsafe_code)]
 
 mod fsx;
+mod napi_primitives;
+mod rename;
+mod tree;
 
 use napi_derive::napi;
 
