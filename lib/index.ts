@@ -7,3 +7,4 @@
 import * as native from "../native/index.js";
 
 export const nativeVersion: () => string = native.nativeVersion;
+export * from "./primitives.js";

@@ -99,7 +99,7 @@ pub fn rename_no_replace_path(src: String, dst: String) -> NativeNoReplaceResult
     no_replace_result(rename::rename_no_replace(Path::new(&src), Path::new(&dst)))
 }
 
-/// [`rename_no_replace_path`] on the libuv pool.
+/// `renameNoReplacePath`, run on the libuv pool instead of the JS thread.
 #[napi(ts_return_type = "Promise<NativeNoReplaceResult>")]
 pub fn rename_no_replace_path_async(src: String, dst: String) -> AsyncTask<RenameTask> {
     AsyncTask::new(RenameTask {
@@ -119,7 +119,7 @@ pub fn rename_directory_no_replace_path(src: String, dst: String) -> NativeNoRep
     ))
 }
 
-/// [`rename_directory_no_replace_path`] on the libuv pool.
+/// `renameDirectoryNoReplacePath`, run on the libuv pool.
 #[napi(ts_return_type = "Promise<NativeNoReplaceResult>")]
 pub fn rename_directory_no_replace_path_async(src: String, dst: String) -> AsyncTask<RenameTask> {
     AsyncTask::new(RenameTask {
@@ -135,7 +135,7 @@ pub fn snapshot_directory_tree(path: String) -> NativeDirectoryTreeResult {
     tree_result(tree::snapshot_tree(Path::new(&path)))
 }
 
-/// [`snapshot_directory_tree`] on the libuv pool.
+/// `snapshotDirectoryTree`, run on the libuv pool.
 #[napi(ts_return_type = "Promise<NativeDirectoryTreeResult>")]
 pub fn snapshot_directory_tree_async(path: String) -> AsyncTask<SnapshotTask> {
     AsyncTask::new(SnapshotTask {
@@ -152,7 +152,7 @@ pub fn exact_remove_directory_tree(
     exact_remove(Path::new(&path), parse_snapshot(&snapshot).as_ref())
 }
 
-/// [`exact_remove_directory_tree`] on the libuv pool.
+/// `exactRemoveDirectoryTree`, run on the libuv pool.
 #[napi(ts_return_type = "Promise<NativeExactUnlinkResult>")]
 pub fn exact_remove_directory_tree_async(
     path: String,

@@ -560,7 +560,7 @@ fn has_nul(path: &Path) -> bool {
 
 /// `fsx::open_parent` with its errno turned into a refusal that says whether
 /// a symlinked ancestor was the cause.
-pub(crate) fn open_parent_of(path: &Path) -> Result<(OwnedFd, std::ffi::OsString), Refusal> {
+fn open_parent_of(path: &Path) -> Result<(OwnedFd, std::ffi::OsString), Refusal> {
     fsx::open_parent(path).map_err(|errno| match errno {
         Errno::LOOP => Refusal::ReparsePoint,
         // A symlink in the final component of the parent reads as ENOTDIR

@@ -26,7 +26,7 @@
 //! Comparisons of an expected entry with a later observation all go through
 //! [`TreeEntry::same_object_as`].
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -206,7 +206,7 @@ impl From<Errno> for TreeError {
 
 /// Snapshots the directory tree at `path`, opened no-follow.
 pub fn snapshot_tree(path: &Path) -> Result<TreeSnapshot, TreeError> {
-    let (parent, name) = open_parent(path)?;
+    let (parent, _, name) = open_parent(path)?;
     snapshot_tree_at(parent.as_fd(), &name)
 }
 
@@ -260,15 +260,10 @@ impl ExactUnlinkOutcome {
 /// Removes the tree at `path` only if it is still exactly `expected`; see
 /// [`exact_remove_tree_at`].
 pub fn exact_remove_tree(path: &Path, expected: &TreeSnapshot) -> ExactUnlinkOutcome {
-    if path.as_os_str().as_encoded_bytes().contains(&0) {
-        return ExactUnlinkOutcome::refused(TreeError::InvalidRequest.code());
-    }
-    let (parent_path, name) = match fsx::split_final(path) {
-        Ok(split) => split,
-        Err(_) => return ExactUnlinkOutcome::refused(TreeError::InvalidRequest.code()),
-    };
     match open_parent(path) {
-        Ok((parent, _)) => exact_remove_tree_at(parent.as_fd(), &parent_path, &name, expected),
+        Ok((parent, parent_path, name)) => {
+            exact_remove_tree_at(parent.as_fd(), &parent_path, &name, expected)
+        }
         Err(error) => ExactUnlinkOutcome::refused(error.code()),
     }
 }
@@ -527,19 +522,20 @@ fn is_root_of(stat: &Stat, expected: &TreeSnapshot) -> bool {
     fsx::dev_of(stat) == expected.root_dev && fsx::ino_of(stat) == expected.root_ino
 }
 
-/// Opens the parent of `path` no-follow, wording the refusal.
-fn open_parent(path: &Path) -> Result<(OwnedFd, std::ffi::OsString), TreeError> {
-    if path.as_os_str().as_encoded_bytes().contains(&0) {
-        return Err(TreeError::InvalidRequest);
-    }
-    fsx::open_parent(path).map_err(|errno| match errno {
+/// Opens the parent of `path` no-follow, wording the refusal; returns it with
+/// its path and the final component.
+fn open_parent(path: &Path) -> Result<(OwnedFd, PathBuf, OsString), TreeError> {
+    // NUL (and a final `.`/`..`) is refused before any syscall.
+    let (parent_path, name) = fsx::split_final(path).map_err(|_| TreeError::InvalidRequest)?;
+    let parent = fsx::open_dir_nofollow(&parent_path).map_err(|errno| match errno {
         Errno::INVAL => TreeError::InvalidRequest,
         Errno::NOENT => TreeError::NotFound,
         Errno::LOOP => TreeError::ReparsePoint,
-        Errno::NOTDIR if fsx::has_symlinked_ancestor(path) => TreeError::ReparsePoint,
+        Errno::NOTDIR if fsx::has_symlinked_ancestor(&parent_path) => TreeError::ReparsePoint,
         Errno::NOTDIR => TreeError::NotDirectory,
         other => TreeError::Io(other),
-    })
+    })?;
+    Ok((parent, parent_path, name))
 }
 
 /// Opens the root directory `parent/name` no-follow, after classifying it.
