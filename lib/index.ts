@@ -38,3 +38,4 @@ import * as native from "../native/index.js";
 
 /** The version of the native core. */
 export const nativeVersion: () => string = native.nativeVersion;
+export * from "./primitives.js";

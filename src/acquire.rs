@@ -130,9 +130,8 @@ struct Attempts<'a> {
 /// Acquires the lock for `options.file_path`.
 pub async fn acquire(options: AcquireOptions) -> Result<Arc<Generation>, AcquireError> {
     let lock_path = lock_path_of(&options.file_path);
-    let (parent_path, lock_name) = fsx::split_final(&lock_path).map_err(|errno| {
-        io_error(&lock_path, errno, "the lock path has no final name")
-    })?;
+    let (parent_path, lock_name) = fsx::split_final(&lock_path)
+        .map_err(|errno| io_error(&lock_path, errno, "the lock path has no final name"))?;
     let wake = Arc::new(Notify::new());
     options.cancel.attach(wake.clone());
     let budget = Duration::from_secs_f64(
@@ -227,7 +226,8 @@ impl Attempts<'_> {
                 // The holder died between the probe and the pidfd: look again.
                 continue;
             }
-            self.wait_or_give_up(parent.as_fd(), exit, Some(holder)).await?;
+            self.wait_or_give_up(parent.as_fd(), exit, Some(holder))
+                .await?;
         }
     }
 

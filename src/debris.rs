@@ -97,10 +97,10 @@ pub fn reap_staging_of(parent: BorrowedFd<'_>, lock_name: Option<&OsStr>) -> usi
         {
             continue;
         }
-        if let Ok(snapshot) = tree::snapshot_tree_at(parent, &name) {
-            if tree::remove_tree_in_place_at(parent, &name, &snapshot).ok {
-                removed += 1;
-            }
+        if let Ok(snapshot) = tree::snapshot_tree_at(parent, &name)
+            && tree::remove_tree_in_place_at(parent, &name, &snapshot).ok
+        {
+            removed += 1;
         }
     }
     removed
@@ -109,6 +109,8 @@ pub fn reap_staging_of(parent: BorrowedFd<'_>, lock_name: Option<&OsStr>) -> usi
 /// The lock name a staging name belongs to: the part before `.pending.`.
 fn lock_of_staging(name: &OsStr) -> Option<&OsStr> {
     let bytes = name.as_bytes();
-    let at = bytes.windows(9).rposition(|window| window == b".pending.")?;
+    let at = bytes
+        .windows(9)
+        .rposition(|window| window == b".pending.")?;
     Some(OsStr::from_bytes(&bytes[..at]))
 }

@@ -42,7 +42,13 @@ pub fn arm(step: &str, code: &str, times: Option<u32>) -> bool {
         return false;
     };
     let mut faults = faults().lock().unwrap_or_else(|p| p.into_inner());
-    faults.insert(step, Fault { code, remaining: times });
+    faults.insert(
+        step,
+        Fault {
+            code,
+            remaining: times,
+        },
+    );
     ARMED.store(true, Ordering::SeqCst);
     true
 }

@@ -44,6 +44,27 @@ pub fn split_final(path: &Path) -> Result<(PathBuf, OsString), Errno> {
     }
 }
 
+/// Whether `name` is one real path component: not empty, not `.` or `..`,
+/// and free of `/` and NUL. Names handed to the `*at` calls must be, or they
+/// could walk out of the directory the descriptor pins.
+pub fn is_single_component(name: &OsStr) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes != b"."
+        && bytes != b".."
+        && !bytes.contains(&b'/')
+        && !bytes.contains(&0)
+}
+
+/// Whether `path` or one of its ancestors is a symlink, by `lstat` on each
+/// prefix. Path-based and racy: used only to word an error after a no-follow
+/// open already refused the path, never to decide anything.
+pub fn has_symlinked_ancestor(path: &Path) -> bool {
+    path.ancestors()
+        .filter(|prefix| !prefix.as_os_str().is_empty())
+        .any(|prefix| fs::lstat(prefix).is_ok_and(|stat| kind_of(&stat) == FileType::Symlink))
+}
+
 /// Opens the directory at `path` without following a symlink in any of its
 /// components. Uses `openat2(RESOLVE_NO_SYMLINKS)` where the kernel has it (one
 /// syscall) and a component-by-component walk otherwise.
@@ -111,6 +132,80 @@ pub fn kind_of(stat: &Stat) -> FileType {
     FileType::from_raw_mode(stat.st_mode)
 }
 
+/// `st_dev` as a `u64`. The raw type differs per platform (`u64` on Linux,
+/// `i32` on macOS), so the cast is not redundant everywhere.
+#[allow(clippy::unnecessary_cast)]
+pub fn dev_of(stat: &Stat) -> u64 {
+    stat.st_dev as u64
+}
+
+/// `st_ino` as a `u64`.
+#[allow(clippy::unnecessary_cast)]
+pub fn ino_of(stat: &Stat) -> u64 {
+    stat.st_ino as u64
+}
+
+/// `st_nlink` as a `u64` (its raw width differs per platform: `u64` on
+/// Linux x86_64, `u32` on aarch64, `u16` on macOS).
+#[allow(clippy::useless_conversion)]
+pub fn nlink_of(stat: &Stat) -> u64 {
+    u64::from(stat.st_nlink)
+}
+
+/// `st_size` as a `u64`; the kernel never reports a negative size.
+pub fn size_of(stat: &Stat) -> u64 {
+    u64::try_from(stat.st_size).unwrap_or(0)
+}
+
+/// The modification time in nanoseconds since the epoch.
+pub fn mtime_ns(stat: &Stat) -> i128 {
+    i128::from(stat.st_mtime) * 1_000_000_000 + i128::from(stat.st_mtime_nsec)
+}
+
+/// The status-change time in nanoseconds since the epoch. Unlike the mtime it
+/// cannot be set from user space, so an equal ctime means no metadata or
+/// content change happened in between (at the filesystem's granularity).
+pub fn ctime_ns(stat: &Stat) -> i128 {
+    i128::from(stat.st_ctime) * 1_000_000_000 + i128::from(stat.st_ctime_nsec)
+}
+
+/// Whether two stats describe the same inode. Only meaningful while the first
+/// object is still referenced (an open descriptor or a link), or its inode
+/// number could have been recycled.
+pub fn same_inode(a: &Stat, b: &Stat) -> bool {
+    dev_of(a) == dev_of(b) && ino_of(a) == ino_of(b)
+}
+
+/// Opens `name` inside `dir` without following a symlink, without reading
+/// it and without blocking, so the inode stays referenced (and its number
+/// cannot be recycled) while we compare identities. Works for any kind: a
+/// symlink opens as the link itself, a FIFO is not opened for I/O.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn open_pin(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Errno> {
+    fs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Without `O_PATH`, directories are pinned through a directory descriptor
+/// and everything else through a non-blocking read-only open (a FIFO opens
+/// at once with `O_NONBLOCK` and is never read).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn open_pin(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Errno> {
+    match open_child_dir(dir, name) {
+        Err(Errno::NOTDIR) => fs::openat(
+            dir,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::empty(),
+        ),
+        other => other,
+    }
+}
+
 /// A regular file read through a no-follow, non-blocking descriptor, with the
 /// `fstat` taken on that same descriptor.
 pub struct BoundedRead {
@@ -142,6 +237,7 @@ impl From<Errno> for ReadRefusal {
 /// The open uses `O_NOFOLLOW` (a symlink fails with `ELOOP`) and `O_NONBLOCK`
 /// (a FIFO swapped in opens without waiting for a writer, and is then refused
 /// by the `fstat` check before any read). Memory is bounded by `limit`.
+#[allow(dead_code, reason = "not called on every branch yet (lock engine)")]
 pub fn read_regular_bounded(
     dir: BorrowedFd<'_>,
     name: &OsStr,
@@ -200,6 +296,7 @@ pub fn read_fd_bounded(fd: BorrowedFd<'_>, limit: usize) -> Result<BoundedRead, 
 /// it. Existing directories are left as they are. Symlinked ancestors are
 /// followed here on purpose: the caller canonicalises afterwards and then
 /// works no-follow from the canonical parent.
+#[allow(dead_code, reason = "not called on every branch yet (lock engine)")]
 pub fn create_dir_all(path: &Path, mode: Mode) -> Result<(), Errno> {
     let mut missing = Vec::new();
     let mut cursor = path.to_path_buf();
@@ -210,9 +307,7 @@ pub fn create_dir_all(path: &Path, mode: Mode) -> Result<(), Errno> {
             Err(Errno::NOENT) => {
                 missing.push(cursor.clone());
                 match cursor.parent() {
-                    Some(parent) if !parent.as_os_str().is_empty() => {
-                        cursor = parent.to_path_buf()
-                    }
+                    Some(parent) if !parent.as_os_str().is_empty() => cursor = parent.to_path_buf(),
                     _ => return Err(Errno::NOENT),
                 }
             }
@@ -232,6 +327,7 @@ pub fn create_dir_all(path: &Path, mode: Mode) -> Result<(), Errno> {
 
 /// `realpath(3)` of a directory, computed by the kernel: open it (following
 /// links, as realpath does) and read back `/proc/self/fd/N`.
+#[allow(dead_code, reason = "not called on every branch yet (lock engine)")]
 pub fn canonical_dir(path: &Path) -> Result<PathBuf, Errno> {
     let fd = fs::open(
         path,
@@ -242,6 +338,7 @@ pub fn canonical_dir(path: &Path) -> Result<PathBuf, Errno> {
 }
 
 /// The path the kernel currently associates with an open descriptor.
+#[allow(dead_code, reason = "not called on every branch yet (lock engine)")]
 pub fn fd_path(fd: BorrowedFd<'_>) -> Result<PathBuf, Errno> {
     use std::os::fd::AsRawFd;
     let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
@@ -262,6 +359,7 @@ pub fn with_suffix(name: &OsStr, suffix: &str) -> OsString {
 }
 
 /// Joins a directory path and a single component.
+#[allow(dead_code, reason = "not called on every branch yet (lock engine)")]
 pub fn join(dir: &Path, name: &OsStr) -> PathBuf {
     dir.join(name)
 }

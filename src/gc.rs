@@ -83,11 +83,13 @@ pub fn read_observation(lock_dir: &Path) -> Result<Option<GcObservation>, Errno>
     let Owner::Valid { record, bytes } = owner else {
         return Ok(None);
     };
-    Ok(LockDirIdentity::of_snapshot(&snapshot).map(|identity| GcObservation {
-        record,
-        bytes,
-        identity,
-    }))
+    Ok(
+        LockDirIdentity::of_snapshot(&snapshot).map(|identity| GcObservation {
+            record,
+            bytes,
+            identity,
+        }),
+    )
 }
 
 /// `genericFileLockDirStaleVerdict`: the verdict and, when stale, the

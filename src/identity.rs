@@ -59,7 +59,17 @@ impl LockDirIdentity {
 
     /// Parses the nine decimal strings back; `None` if any does not parse.
     pub fn from_strings(fields: [&str; 9]) -> Option<Self> {
-        let [root_dev, root_ino, info_dev, info_ino, nlink, size, mtime, ctime, sha] = fields;
+        let [
+            root_dev,
+            root_ino,
+            info_dev,
+            info_ino,
+            nlink,
+            size,
+            mtime,
+            ctime,
+            sha,
+        ] = fields;
         let sha_ok = sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit());
         if !sha_ok {
             return None;

@@ -141,20 +141,33 @@ pub fn create_cancel_token() -> u32 {
 /// Aborts the acquisition that uses `token` (the AbortSignal fired).
 #[napi]
 pub fn cancel_acquire(token: u32) {
-    if let Some(cancel) = cancels().lock().unwrap_or_else(|p| p.into_inner()).get(&token) {
+    if let Some(cancel) = cancels()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&token)
+    {
         cancel.cancel();
     }
 }
 
 fn take_cancel(token: Option<u32>) -> Arc<Cancel> {
     token
-        .and_then(|t| cancels().lock().unwrap_or_else(|p| p.into_inner()).get(&t).cloned())
+        .and_then(|t| {
+            cancels()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&t)
+                .cloned()
+        })
         .unwrap_or_default()
 }
 
 fn forget_cancel(token: Option<u32>) {
     if let Some(token) = token {
-        cancels().lock().unwrap_or_else(|p| p.into_inner()).remove(&token);
+        cancels()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&token);
     }
 }
 
@@ -182,7 +195,9 @@ fn policy_of(owner_host_id: Option<String>, previous: Option<Vec<String>>) -> Ho
 }
 
 /// Acquires a lock; resolves once published or failed.
-#[napi(ts_args_type = "request: AcquireRequest, afterParentMkdir?: (lockPath: string) => Promise<void>")]
+#[napi(
+    ts_args_type = "request: AcquireRequest, afterParentMkdir?: (lockPath: string) => Promise<void>"
+)]
 pub async fn acquire_lock_native(
     request: AcquireRequest,
     after_parent_mkdir: Option<HookFunction>,
@@ -251,13 +266,16 @@ pub async fn release_lock_native(generation: String) -> Result<Option<LockFailur
     Ok(release::release(id).await.err().map(|error| match error {
         ReleaseError::Unknown => failure(
             "ERELEASED",
-            "Failed to release file lock: local owner generation is unknown (released already?).".into(),
+            "Failed to release file lock: local owner generation is unknown (released already?)."
+                .into(),
         ),
         ReleaseError::AlreadyReleasing => failure(
             "ERELEASING",
             "Failed to release file lock: a release of this generation is already running.".into(),
         ),
-        ReleaseError::Missing => failure("EMISSING", "Failed to release file lock: missing.".into()),
+        ReleaseError::Missing => {
+            failure("EMISSING", "Failed to release file lock: missing.".into())
+        }
         ReleaseError::OwnerChanged => failure(
             "EOWNERCHANGED",
             "Failed to release file lock: owner_changed.".into(),
@@ -336,8 +354,17 @@ pub struct LockDirIdentityJs {
 
 impl From<&LockDirIdentity> for LockDirIdentityJs {
     fn from(identity: &LockDirIdentity) -> Self {
-        let [root_dev, root_ino, info_dev, info_ino, info_nlink, info_size, info_mtime_ns, info_ctime_ns, info_sha256] =
-            identity.to_strings();
+        let [
+            root_dev,
+            root_ino,
+            info_dev,
+            info_ino,
+            info_nlink,
+            info_size,
+            info_mtime_ns,
+            info_ctime_ns,
+            info_sha256,
+        ] = identity.to_strings();
         LockDirIdentityJs {
             root_dev,
             root_ino,
@@ -447,9 +474,11 @@ pub async fn remove_lock_dir_for_gc_native(
         return Ok(gc::GcRemoval::OwnerChanged.as_str().to_string());
     };
     let expected = OwnerRecord::from(&expected);
-    Ok(gc::remove_for_gc(&PathBuf::from(lock_dir), &expected, &identity)
-        .as_str()
-        .to_string())
+    Ok(
+        gc::remove_for_gc(&PathBuf::from(lock_dir), &expected, &identity)
+            .as_str()
+            .to_string(),
+    )
 }
 
 #[napi(object)]
@@ -478,7 +507,11 @@ pub async fn inspect_lock_native(
         Err(errno) => InspectResult {
             lock_path: acquire::lock_path_of(&path).to_string_lossy().into_owned(),
             holder: None,
-            failure: Some(errno_failure(errno, "Failed to inspect file lock", &file_path)),
+            failure: Some(errno_failure(
+                errno,
+                "Failed to inspect file lock",
+                &file_path,
+            )),
         },
     })
 }

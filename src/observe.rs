@@ -6,13 +6,12 @@ use std::ffi::OsStr;
 
 use rustix::fd::{AsFd, BorrowedFd};
 use rustix::io::Errno;
-use sha2::{Digest, Sha256};
 
 use crate::errno::{errno_code, is_transient};
 use crate::fsx::{self, ReadRefusal};
 use crate::identity::{INFO_NAME, info_entry, is_empty_dir};
 use crate::record::{MAX_RECORD_BYTES, OwnerRecord};
-use crate::tree::{self, TreeSnapshot};
+use crate::tree::{self, TreeSnapshot, sha256_hex};
 
 /// What stands at a lock path.
 #[derive(Debug)]
@@ -79,9 +78,10 @@ pub fn observe(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, Obse
         }
         Err(errno) => return Err(ObserveError(errno)),
     };
-    let record_bytes = match read_info(dir.as_fd()) {
-        Ok(bytes) => bytes,
-        Err(early) => return early,
+    let record_bytes = match read_info(dir.as_fd())? {
+        InfoRead::Present(bytes) => Some(bytes),
+        InfoRead::Absent => None,
+        InfoRead::Settled(observation) => return Ok(observation),
     };
     let snapshot = match tree::snapshot_tree_at(parent, name) {
         Ok(snapshot) => snapshot,
@@ -89,7 +89,9 @@ pub fn observe(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, Obse
     };
     let root = rustix::fs::fstat(&dir).map_err(ObserveError)?;
     if snapshot.root_dev != root.st_dev || snapshot.root_ino != root.st_ino {
-        return Ok(Observation::Transient { code: "tree_changed" });
+        return Ok(Observation::Transient {
+            code: "tree_changed",
+        });
     }
     let owner = match (record_bytes, info_entry(&snapshot)) {
         (None, _) if is_empty_dir(&snapshot) => Owner::NoRecord {
@@ -98,7 +100,9 @@ pub fn observe(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, Obse
         (None, _) | (Some(_), None) => Owner::Unrecognized,
         (Some(bytes), Some(info)) => {
             if info.sha256.as_deref() != Some(sha256_hex(&bytes).as_str()) {
-                return Ok(Observation::Transient { code: "tree_changed" });
+                return Ok(Observation::Transient {
+                    code: "tree_changed",
+                });
             }
             match OwnerRecord::parse(&bytes) {
                 Some(record) => Owner::Valid { record, bytes },
@@ -109,43 +113,37 @@ pub fn observe(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, Obse
     Ok(Observation::Lock { snapshot, owner })
 }
 
-/// Reads `info` inside the lock directory: `Ok(None)` when there is none.
-/// An `Err` carries the finished observation for the refusals.
-fn read_info(dir: BorrowedFd<'_>) -> Result<Option<Vec<u8>>, Result<Observation, ObserveError>> {
+/// What reading `info` gave.
+enum InfoRead {
+    Present(Vec<u8>),
+    Absent,
+    /// The read itself settles the observation (a refusal or a transient).
+    Settled(Observation),
+}
+
+/// Reads `info` inside the lock directory, no-follow and bounded.
+fn read_info(dir: BorrowedFd<'_>) -> Result<InfoRead, ObserveError> {
+    let refused = |code| Ok(InfoRead::Settled(Observation::Refused { code }));
+    let transient = |code| Ok(InfoRead::Settled(Observation::Transient { code }));
     match fsx::read_regular_bounded(dir, OsStr::new(INFO_NAME), MAX_RECORD_BYTES) {
-        Ok(read) => Ok(Some(read.bytes)),
-        Err(ReadRefusal::Os(Errno::NOENT)) => Ok(None),
-        Err(ReadRefusal::NotRegular) => Err(Ok(Observation::Refused {
-            code: "info_not_regular",
-        })),
+        Ok(read) => Ok(InfoRead::Present(read.bytes)),
+        Err(ReadRefusal::Os(Errno::NOENT)) => Ok(InfoRead::Absent),
+        Err(ReadRefusal::NotRegular) => refused("info_not_regular"),
         // Too large to be a record: malformed, and we did not read it.
-        Err(ReadRefusal::TooLarge) => Err(Ok(Observation::Refused {
-            code: "info_too_large",
-        })),
-        Err(ReadRefusal::Changed) => Err(Ok(Observation::Transient { code: "tree_changed" })),
-        Err(ReadRefusal::Os(errno)) if is_transient(errno) => Err(Ok(Observation::Transient {
-            code: errno_code(errno),
-        })),
-        Err(ReadRefusal::Os(errno)) => Err(Err(ObserveError(errno))),
+        Err(ReadRefusal::TooLarge) => refused("info_too_large"),
+        Err(ReadRefusal::Changed) => transient("tree_changed"),
+        Err(ReadRefusal::Os(errno)) if is_transient(errno) => transient(errno_code(errno)),
+        Err(ReadRefusal::Os(errno)) => Err(ObserveError(errno)),
     }
 }
 
 fn classify_tree_error(err: tree::TreeError) -> Observation {
     match err.code() {
         "not_found" => Observation::Missing,
-        "tree_changed" => Observation::Transient { code: "tree_changed" },
+        "tree_changed" => Observation::Transient {
+            code: "tree_changed",
+        },
         "io_error" => Observation::Transient { code: "io_error" },
         code => Observation::Refused { code },
     }
-}
-
-/// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for byte in digest.iter() {
-        out.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
-        out.push(char::from(b"0123456789abcdef"[usize::from(byte & 15)]));
-    }
-    out
 }

@@ -27,10 +27,6 @@
 //! records can therefore never be reclaimed on a start-time mismatch, only on
 //! ESRCH, which is the safe direction.
 
-// The lock module is the consumer of this API; until it lands, only the tests
-// call these items.
-#![allow(dead_code)]
-
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
@@ -53,18 +49,6 @@ pub enum Probe {
     /// The OS would not say (pid 0, a pid that is not a valid positive
     /// `pid_t`, an unexpected I/O error). Never evidence of death.
     Unknown,
-}
-
-impl Probe {
-    /// A short word for diagnostics ("owner pid 123 is dead but not reaped").
-    pub fn liveness_word(&self) -> &'static str {
-        match self {
-            Probe::Running { .. } => "live",
-            Probe::Exited => "dead but not reaped",
-            Probe::Gone => "dead",
-            Probe::Unknown => "liveness unknown",
-        }
-    }
 }
 
 /// The start time of `pid` exactly as `ps -o lstart= -p PID` prints it with

@@ -64,7 +64,8 @@ pub fn staging_pid(lock_name: &OsStr, candidate: &OsStr) -> Option<u32> {
         .strip_prefix(b".pending.")?;
     let rest = std::str::from_utf8(rest).ok()?;
     let (pid, uuid) = rest.split_once('.')?;
-    let valid_pid = !pid.is_empty() && !pid.starts_with('0') && pid.bytes().all(|b| b.is_ascii_digit());
+    let valid_pid =
+        !pid.is_empty() && !pid.starts_with('0') && pid.bytes().all(|b| b.is_ascii_digit());
     let valid_uuid = uuid.len() == 36 && uuid::Uuid::parse_str(uuid).is_ok();
     if valid_pid && valid_uuid {
         pid.parse().ok()
@@ -112,7 +113,8 @@ fn stage_and_rename(
     let root = fs::fstat(&dir).map_err(PublishError::Os)?;
     crate::faults::check("publish.rename")
         .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
-    let outcome: NoReplaceOutcome = rename::rename_no_replace_at(parent, staging, parent, lock_name);
+    let outcome: NoReplaceOutcome =
+        rename::rename_no_replace_at(parent, staging, parent, lock_name);
     if outcome.ok {
         Ok(Publication::Published(Published {
             root_dev: root.st_dev,

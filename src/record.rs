@@ -209,7 +209,10 @@ mod tests {
     #[test]
     fn round_trips() {
         let record = sample();
-        assert_eq!(OwnerRecord::parse(record.to_json().as_bytes()), Some(record));
+        assert_eq!(
+            OwnerRecord::parse(record.to_json().as_bytes()),
+            Some(record)
+        );
     }
 
     #[test]
@@ -242,7 +245,12 @@ mod tests {
             b"{\"pid\":12,\"timestamp\":1e999}",
             b"\xff\xfe",
         ] {
-            assert_eq!(OwnerRecord::parse(bad), None, "{:?}", String::from_utf8_lossy(bad));
+            assert_eq!(
+                OwnerRecord::parse(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
         let huge = vec![b' '; MAX_RECORD_BYTES + 1];
         assert_eq!(OwnerRecord::parse(&huge), None);

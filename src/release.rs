@@ -14,9 +14,8 @@ use rustix::fd::AsFd;
 
 use crate::debris;
 use crate::identity::info_entry;
-use crate::observe::sha256_hex;
 use crate::table::{self, BeginRelease, Generation, LockKey};
-use crate::tree;
+use crate::tree::{self, sha256_hex};
 
 /// `FILE_LOCK_RELEASE_RETRY_ATTEMPTS`.
 pub const RELEASE_RETRY_ATTEMPTS: u32 = 5;

@@ -258,7 +258,13 @@ mod tests {
     #[test]
     fn live_owner_is_never_stale_however_old() {
         let observation = valid(record(None, Some(T0), Some("utc-v1")));
-        let verdict = judge(&observation, &HostPolicy::default(), 0.0, i128::MAX / 2, running(T0));
+        let verdict = judge(
+            &observation,
+            &HostPolicy::default(),
+            0.0,
+            i128::MAX / 2,
+            running(T0),
+        );
         assert_eq!(verdict.reason, Reason::OwnerAlive);
         assert!(!verdict.stale);
     }
@@ -288,7 +294,9 @@ mod tests {
     #[test]
     fn unknown_liveness_is_kept() {
         let observation = valid(record(None, Some(T0), Some("utc-v1")));
-        let verdict = judge(&observation, &HostPolicy::default(), 0.0, 0, |_| Probe::Unknown);
+        let verdict = judge(&observation, &HostPolicy::default(), 0.0, 0, |_| {
+            Probe::Unknown
+        });
         assert_eq!(verdict.reason, Reason::LivenessUnknown);
         assert!(!verdict.stale);
     }
@@ -305,9 +313,18 @@ mod tests {
         let qualified_ours = valid(record(Some("h1"), None, None));
         let qualified_previous = valid(record(Some("h0"), None, None));
         let unqualified = valid(record(None, None, None));
-        assert_eq!(judge(&foreign, &ours, 0.0, 0, gone).reason, Reason::ForeignHost);
-        assert_eq!(judge(&qualified_ours, &none, 0.0, 0, gone).reason, Reason::ForeignHost);
-        assert_eq!(judge(&unqualified, &ours, 0.0, 0, gone).reason, Reason::ForeignHost);
+        assert_eq!(
+            judge(&foreign, &ours, 0.0, 0, gone).reason,
+            Reason::ForeignHost
+        );
+        assert_eq!(
+            judge(&qualified_ours, &none, 0.0, 0, gone).reason,
+            Reason::ForeignHost
+        );
+        assert_eq!(
+            judge(&unqualified, &ours, 0.0, 0, gone).reason,
+            Reason::ForeignHost
+        );
         assert!(judge(&qualified_ours, &ours, 0.0, 0, gone).stale);
         assert!(judge(&qualified_previous, &ours, 0.0, 0, gone).stale);
     }
@@ -316,10 +333,18 @@ mod tests {
     fn records_that_do_not_validate_are_kept() {
         let gone = |_| Probe::Gone;
         for owner in [Owner::Malformed, Owner::Unrecognized] {
-            let verdict = judge(&lock(owner), &HostPolicy::default(), 0.0, i128::MAX / 2, gone);
+            let verdict = judge(
+                &lock(owner),
+                &HostPolicy::default(),
+                0.0,
+                i128::MAX / 2,
+                gone,
+            );
             assert_eq!(verdict.reason, Reason::MalformedRecord);
         }
-        let refused = Observation::Refused { code: "reparse_point" };
+        let refused = Observation::Refused {
+            code: "reparse_point",
+        };
         assert!(!judge(&refused, &HostPolicy::default(), 0.0, 0, gone).stale);
         let transient = Observation::Transient { code: "EACCES" };
         assert!(!judge(&transient, &HostPolicy::default(), 0.0, 0, gone).stale);
@@ -329,9 +354,21 @@ mod tests {
     fn legacy_empty_dir_ages_out_unless_host_aware() {
         let gone = |_| Probe::Gone;
         let empty = lock(Owner::NoRecord { dir_mtime_ns: 0 });
-        let fresh = judge(&empty, &HostPolicy::default(), 10_000.0, 5_000_000_000, gone);
+        let fresh = judge(
+            &empty,
+            &HostPolicy::default(),
+            10_000.0,
+            5_000_000_000,
+            gone,
+        );
         assert_eq!(fresh.reason, Reason::LegacyEmptyFresh);
-        let aged = judge(&empty, &HostPolicy::default(), 10_000.0, 11_000_000_000, gone);
+        let aged = judge(
+            &empty,
+            &HostPolicy::default(),
+            10_000.0,
+            11_000_000_000,
+            gone,
+        );
         assert!(aged.stale);
         let host_aware = HostPolicy {
             owner_host_id: Some("h1".into()),

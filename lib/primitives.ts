@@ -1,0 +1,181 @@
+/**
+ * Native primitives, exported as the original `pi-natives` named them:
+ * atomic no-replace rename, directory-tree snapshot and exact tree removal.
+ *
+ * Refusals are result objects (`{ ok: false, code, … }`), never throws. The
+ * only throws are argument errors caught here before the native call: a path
+ * that is not a string (TypeError; the async variants reject). A snapshot
+ * that does not have the snapshot shape is a refusal, `invalid_request`,
+ * like one whose numbers or kinds the native side cannot parse.
+ */
+import * as native from "../native/index.js";
+
+export type NoReplaceMutationState = "not_committed" | "committed" | "unknown";
+export type NoReplaceDurabilityState = "not_attempted" | "proven" | "not_provable";
+export type NoReplaceReason =
+  | "none"
+  | "destination_exists"
+  | "atomic_unavailable"
+  | "cross_device"
+  | "permission_denied"
+  | "io_failure"
+  | "invalid_request"
+  | "interrupted"
+  | "identity_violation"
+  | "durability_not_provable"
+  | "sharing_violation"
+  | "unknown";
+export type NoReplacePrimitive =
+  | "renameat2_noreplace"
+  | "linkat_noreplace"
+  | "mkdirat_renameat_noreplace"
+  | "renameatx_np_excl"
+  | "windows_rename_noreplace"
+  | "unsupported"
+  | "unknown";
+export type NoReplacePhase =
+  | "preflight"
+  | "file_sync"
+  | "rename"
+  | "source_unlink"
+  | "source_parent_sync"
+  | "destination_parent_sync"
+  | "terminal_identity"
+  | "complete"
+  | "unknown";
+
+/** Result of every no-replace rename. */
+export interface NativeNoReplaceResult {
+  ok: boolean;
+  /** e.g. `destination_exists`, `reparse_point`, `not_found`, `invalid_request`. */
+  code?: string;
+  mutationState: NoReplaceMutationState;
+  durabilityState: NoReplaceDurabilityState;
+  reason: NoReplaceReason;
+  primitive: NoReplacePrimitive;
+  phase: NoReplacePhase;
+  diagnostic: { schemaVersion: number; collectionState: "complete" | "partial" | "unavailable" };
+}
+
+/** One entry of a snapshot. All numbers are decimal strings. */
+export interface NativeDirectoryEntry {
+  /** `/`-separated path below the root; `""` for the root itself. */
+  relativePath: string;
+  kind: "directory" | "file";
+  dev: string;
+  ino: string;
+  nlink: string;
+  size: string;
+  mtimeNs: string;
+  ctimeNs: string;
+  /** Lowercase hex SHA-256 of the content (files only). */
+  sha256?: string;
+}
+
+/** A directory tree: the root first, then depth-first pre-order, names sorted bytewise. */
+export interface NativeDirectorySnapshot {
+  rootDev: string;
+  rootIno: string;
+  entries: NativeDirectoryEntry[];
+}
+
+export interface NativeDirectoryTreeResult {
+  ok: boolean;
+  /** `reparse_point`, `unsupported_entry`, `not_utf8`, `not_found`, `not_directory`,
+   * `hard_link_unsupported`, `tree_changed`, `limit_exceeded`, `invalid_request`, `io_error`. */
+  code?: string;
+  snapshot?: NativeDirectorySnapshot;
+}
+
+export interface NativeExactUnlinkResult {
+  ok: boolean;
+  /** `not_found`, `identity_mismatch`, `quarantine_collision`, `tree_changed`, `invalid_request`, `io_error`, … */
+  code?: string;
+  /** Where the tree now lives when it could be neither removed nor put back. */
+  detachedPath?: string;
+  /** A different object that took the path meanwhile; never removed. */
+  retainedSuccessorPath?: string;
+}
+
+function requirePath(value: unknown, what: string): string {
+  if (typeof value !== "string") {
+    throw new TypeError(`${what} must be a string path, got ${value === null ? "null" : typeof value}`);
+  }
+  return value;
+}
+
+const ENTRY_STRING_FIELDS = ["relativePath", "kind", "dev", "ino", "nlink", "size", "mtimeNs", "ctimeNs"] as const;
+
+/** Whether `value` has the snapshot shape the native call can convert (its
+ * values are checked natively). */
+function isSnapshotShape(value: unknown): value is NativeDirectorySnapshot {
+  if (typeof value !== "object" || value === null) return false;
+  const snapshot = value as Record<string, unknown>;
+  if (typeof snapshot.rootDev !== "string" || typeof snapshot.rootIno !== "string") return false;
+  if (!Array.isArray(snapshot.entries)) return false;
+  return snapshot.entries.every((entry: unknown) => {
+    if (typeof entry !== "object" || entry === null) return false;
+    const fields = entry as Record<string, unknown>;
+    return (
+      ENTRY_STRING_FIELDS.every((field) => typeof fields[field] === "string") &&
+      (fields.sha256 === undefined || typeof fields.sha256 === "string")
+    );
+  });
+}
+
+function invalidSnapshot(): NativeExactUnlinkResult {
+  return { ok: false, code: "invalid_request" };
+}
+
+/** Renames `src` to `dst` unless `dst` exists (an empty directory counts as existing). */
+export function renameNoReplacePath(src: string, dst: string): NativeNoReplaceResult {
+  return native.renameNoReplacePath(requirePath(src, "src"), requirePath(dst, "dst"));
+}
+
+/** {@link renameNoReplacePath} off the JS thread. */
+export async function renameNoReplacePathAsync(src: string, dst: string): Promise<NativeNoReplaceResult> {
+  return native.renameNoReplacePathAsync(requirePath(src, "src"), requirePath(dst, "dst"));
+}
+
+/** The SPEC §3 name of {@link renameNoReplacePathAsync}. */
+export const renameNoReplace: (src: string, dst: string) => Promise<NativeNoReplaceResult> =
+  renameNoReplacePathAsync;
+
+/** Publishes the directory `src` as `dst` with the mkdirat + renameat fallback
+ * (for filesystems that refuse RENAME_NOREPLACE); never replaces anything. */
+export function renameDirectoryNoReplacePath(src: string, dst: string): NativeNoReplaceResult {
+  return native.renameDirectoryNoReplacePath(requirePath(src, "src"), requirePath(dst, "dst"));
+}
+
+/** {@link renameDirectoryNoReplacePath} off the JS thread. */
+export async function renameDirectoryNoReplacePathAsync(src: string, dst: string): Promise<NativeNoReplaceResult> {
+  return native.renameDirectoryNoReplacePathAsync(requirePath(src, "src"), requirePath(dst, "dst"));
+}
+
+/** Snapshots the directory tree at `path` (no-follow, never opens a FIFO, bounded). */
+export function snapshotDirectoryTree(path: string): NativeDirectoryTreeResult {
+  return native.snapshotDirectoryTree(requirePath(path, "path"));
+}
+
+/** {@link snapshotDirectoryTree} off the JS thread. */
+export async function snapshotDirectoryTreeAsync(path: string): Promise<NativeDirectoryTreeResult> {
+  return native.snapshotDirectoryTreeAsync(requirePath(path, "path"));
+}
+
+/** Removes the tree at `path` only if it is still exactly `snapshot`;
+ * otherwise deletes nothing. */
+export function exactRemoveDirectoryTree(path: string, snapshot: NativeDirectorySnapshot): NativeExactUnlinkResult {
+  requirePath(path, "path");
+  if (!isSnapshotShape(snapshot)) return invalidSnapshot();
+  return native.exactRemoveDirectoryTree(path, snapshot);
+}
+
+/** {@link exactRemoveDirectoryTree} off the JS thread. */
+export async function exactRemoveDirectoryTreeAsync(
+  path: string,
+  snapshot: NativeDirectorySnapshot,
+): Promise<NativeExactUnlinkResult> {
+  requirePath(path, "path");
+  if (!isSnapshotShape(snapshot)) return invalidSnapshot();
+  return native.exactRemoveDirectoryTreeAsync(path, snapshot);
+}

@@ -1,0 +1,884 @@
+//! Atomic no-replace rename: move a directory (or a regular file) to a name
+//! only if that name is free.
+//!
+//! Safety argument. A plain `rename(2)` silently replaces an existing *empty*
+//! directory at the destination; for a lock directory that empty directory is
+//! a holder (a legacy writer between its `mkdir` and its `info` write), so a
+//! plain rename would let two holders in. Every path through this module
+//! therefore either asks the kernel for an exclusive rename
+//! (`renameat2(RENAME_NOREPLACE)` on Linux, `renameatx_np(RENAME_EXCL)` on
+//! macOS) or first claims the destination name exclusively (`mkdirat`,
+//! `linkat`) so that the only thing a later plain rename can replace is our own
+//! empty claim.
+//!
+//! Names are resolved relative to parent directories opened without following
+//! symlinks (`fsx::open_parent`); the source itself must not be a symlink and
+//! is pinned by a descriptor while we compare inode identities, so its inode
+//! number cannot be recycled under us.
+//!
+//! Results follow the original's `NativeNoReplaceResult` vocabulary: one
+//! internal [`Refusal`] per failure and one mapping function,
+//! [`outcome`], that derives the mutation, durability, reason and phase.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{self, AtFlags, FileType, Mode, Stat};
+use rustix::io::Errno;
+
+use crate::fsx;
+
+/// How many times a syscall interrupted by a signal is restarted before we
+/// give up with `interrupted`.
+const EINTR_RETRIES: usize = 8;
+
+/// Whether the destination (or anything) was changed by the call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MutationState {
+    NotCommitted,
+    Committed,
+    Unknown,
+}
+
+/// Whether the result was made durable. We never fsync the parents here, so a
+/// success is `not_attempted`; a committed failure cannot be proven durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DurabilityState {
+    NotAttempted,
+    NotProvable,
+}
+
+/// The caller-facing category of the result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    None,
+    DestinationExists,
+    AtomicUnavailable,
+    CrossDevice,
+    PermissionDenied,
+    IoFailure,
+    InvalidRequest,
+    Interrupted,
+    IdentityViolation,
+    Unknown,
+}
+
+/// Which kernel mechanism carried (or would have carried) the rename.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Primitive {
+    #[cfg_attr(
+        not(any(target_os = "linux", target_os = "android")),
+        allow(dead_code, reason = "the Linux primitive")
+    )]
+    Renameat2Noreplace,
+    #[cfg_attr(
+        not(any(target_os = "macos", target_os = "ios")),
+        allow(dead_code, reason = "the macOS primitive")
+    )]
+    RenameatxNpExcl,
+    #[cfg_attr(
+        any(
+            target_os = "linux",
+            target_os = "android",
+            target_os = "macos",
+            target_os = "ios"
+        ),
+        allow(dead_code, reason = "only platforms without an exclusive rename")
+    )]
+    Unsupported,
+    LinkatNoreplace,
+    MkdiratRenameatNoreplace,
+}
+
+/// The step at which the call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Preflight,
+    Rename,
+    SourceUnlink,
+    TerminalIdentity,
+    Complete,
+}
+
+/// Why a no-replace rename did not (fully) succeed: the internal `code`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Something already has the destination name; nothing was changed.
+    DestinationExists,
+    /// Neither the exclusive rename nor a fallback fits this source.
+    AtomicUnavailable,
+    CrossDevice,
+    PermissionDenied,
+    /// `EINTR` kept coming back after [`EINTR_RETRIES`] restarts.
+    Interrupted,
+    NotFound,
+    /// Malformed input (NUL, empty or dotted name) or a kernel `EINVAL`.
+    InvalidRequest,
+    /// A symlink where the source or an ancestor directory should be.
+    ReparsePoint,
+    /// The source name changed to another object while we looked at it.
+    IdentityMismatch,
+    NotDirectory,
+    NotRegularFile,
+    /// The rename happened, but the destination is not the source inode.
+    DestinationIdentityChanged,
+    /// The file fallback linked the destination but could not unlink the
+    /// source name: published, with a second name left behind.
+    SourceUnlinkFailed,
+    IoError,
+}
+
+impl Refusal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::DestinationExists => "destination_exists",
+            Refusal::AtomicUnavailable => "atomic_unavailable",
+            Refusal::CrossDevice => "cross_device",
+            Refusal::PermissionDenied => "permission_denied",
+            Refusal::Interrupted => "interrupted",
+            Refusal::NotFound => "not_found",
+            Refusal::InvalidRequest => "invalid_request",
+            Refusal::ReparsePoint => "reparse_point",
+            Refusal::IdentityMismatch => "identity_mismatch",
+            Refusal::NotDirectory => "not_directory",
+            Refusal::NotRegularFile => "not_regular_file",
+            Refusal::DestinationIdentityChanged => "destination_identity_changed",
+            Refusal::SourceUnlinkFailed => "source_unlink_failed",
+            Refusal::IoError => "io_error",
+        }
+    }
+}
+
+impl MutationState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MutationState::NotCommitted => "not_committed",
+            MutationState::Committed => "committed",
+            MutationState::Unknown => "unknown",
+        }
+    }
+}
+
+impl DurabilityState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DurabilityState::NotAttempted => "not_attempted",
+            DurabilityState::NotProvable => "not_provable",
+        }
+    }
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::None => "none",
+            Reason::DestinationExists => "destination_exists",
+            Reason::AtomicUnavailable => "atomic_unavailable",
+            Reason::CrossDevice => "cross_device",
+            Reason::PermissionDenied => "permission_denied",
+            Reason::IoFailure => "io_failure",
+            Reason::InvalidRequest => "invalid_request",
+            Reason::Interrupted => "interrupted",
+            Reason::IdentityViolation => "identity_violation",
+            Reason::Unknown => "unknown",
+        }
+    }
+}
+
+impl Primitive {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Primitive::Renameat2Noreplace => "renameat2_noreplace",
+            Primitive::RenameatxNpExcl => "renameatx_np_excl",
+            Primitive::Unsupported => "unsupported",
+            Primitive::LinkatNoreplace => "linkat_noreplace",
+            Primitive::MkdiratRenameatNoreplace => "mkdirat_renameat_noreplace",
+        }
+    }
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Preflight => "preflight",
+            Phase::Rename => "rename",
+            Phase::SourceUnlink => "source_unlink",
+            Phase::TerminalIdentity => "terminal_identity",
+            Phase::Complete => "complete",
+        }
+    }
+}
+
+/// The result of a no-replace rename, in the original's vocabulary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NoReplaceOutcome {
+    pub ok: bool,
+    pub code: Option<&'static str>,
+    pub mutation_state: MutationState,
+    pub durability_state: DurabilityState,
+    pub reason: Reason,
+    pub primitive: Primitive,
+    pub phase: Phase,
+}
+
+impl NoReplaceOutcome {
+    /// Whether the call ended with this refusal.
+    pub fn refused_with(&self, refusal: Refusal) -> bool {
+        self.code == Some(refusal.as_str())
+    }
+}
+
+/// The one mapping from an internal result to the caller-facing outcome
+/// (upstream's table, plus `source_unlink_failed` for the file fallback).
+pub fn outcome(primitive: Primitive, result: Result<(), Refusal>) -> NoReplaceOutcome {
+    use DurabilityState as D;
+    use MutationState as M;
+    let refusal = match result {
+        Ok(()) => {
+            return NoReplaceOutcome {
+                ok: true,
+                code: None,
+                mutation_state: M::Committed,
+                durability_state: D::NotAttempted,
+                reason: Reason::None,
+                primitive,
+                phase: Phase::Complete,
+            };
+        }
+        Err(refusal) => refusal,
+    };
+    let (mutation_state, durability_state, reason) = match refusal {
+        Refusal::DestinationExists => (M::NotCommitted, D::NotAttempted, Reason::DestinationExists),
+        Refusal::AtomicUnavailable => (M::NotCommitted, D::NotAttempted, Reason::AtomicUnavailable),
+        Refusal::CrossDevice => (M::NotCommitted, D::NotAttempted, Reason::CrossDevice),
+        Refusal::PermissionDenied => (M::NotCommitted, D::NotAttempted, Reason::PermissionDenied),
+        Refusal::Interrupted => (M::NotCommitted, D::NotAttempted, Reason::Interrupted),
+        Refusal::NotFound | Refusal::InvalidRequest => {
+            (M::NotCommitted, D::NotAttempted, Reason::InvalidRequest)
+        }
+        Refusal::ReparsePoint
+        | Refusal::IdentityMismatch
+        | Refusal::NotDirectory
+        | Refusal::NotRegularFile => (M::NotCommitted, D::NotAttempted, Reason::IdentityViolation),
+        Refusal::DestinationIdentityChanged => {
+            (M::Committed, D::NotProvable, Reason::IdentityViolation)
+        }
+        Refusal::SourceUnlinkFailed => (M::Committed, D::NotProvable, Reason::IoFailure),
+        Refusal::IoError => (M::Unknown, D::NotProvable, Reason::Unknown),
+    };
+    let phase = match (mutation_state, reason) {
+        _ if refusal == Refusal::SourceUnlinkFailed => Phase::SourceUnlink,
+        (M::Committed, _) => Phase::TerminalIdentity,
+        (_, Reason::InvalidRequest | Reason::IdentityViolation) => Phase::Preflight,
+        _ => Phase::Rename,
+    };
+    NoReplaceOutcome {
+        ok: false,
+        code: Some(refusal.as_str()),
+        mutation_state,
+        durability_state,
+        reason,
+        primitive,
+        phase,
+    }
+}
+
+/// The exclusive rename this platform offers.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const PLATFORM_PRIMITIVE: Primitive = Primitive::Renameat2Noreplace;
+#[cfg(any(target_os = "macos", target_os = "ios"))]
+const PLATFORM_PRIMITIVE: Primitive = Primitive::RenameatxNpExcl;
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "macos",
+    target_os = "ios"
+)))]
+const PLATFORM_PRIMITIVE: Primitive = Primitive::Unsupported;
+
+/// Renames `src` to `dst` unless `dst` exists. Both parents are opened
+/// no-follow; see [`rename_no_replace_at`].
+pub fn rename_no_replace(src: &Path, dst: &Path) -> NoReplaceOutcome {
+    match open_parents(src, dst) {
+        Ok((src_dir, src_name, dst_dir, dst_name)) => {
+            rename_no_replace_at(src_dir.as_fd(), &src_name, dst_dir.as_fd(), &dst_name)
+        }
+        Err(refusal) => outcome(PLATFORM_PRIMITIVE, Err(refusal)),
+    }
+}
+
+/// Renames `src_dir/src_name` to `dst_dir/dst_name` unless the destination
+/// name exists. The source must be a directory or a regular file, never a
+/// symlink. Where the filesystem refuses the exclusive flag, a directory is
+/// published with the `mkdirat` claim and a file with `linkat`; both still
+/// never replace an existing entry.
+pub fn rename_no_replace_at(
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+) -> NoReplaceOutcome {
+    let (primitive, result) = exclusive_rename(src_dir, src_name, dst_dir, dst_name);
+    outcome(primitive, result)
+}
+
+/// The directory fallback on its own (for filesystems known to refuse the
+/// exclusive flag, and for tests): see [`rename_directory_no_replace_at`].
+pub fn rename_directory_no_replace(src: &Path, dst: &Path) -> NoReplaceOutcome {
+    match open_parents(src, dst) {
+        Ok((src_dir, src_name, dst_dir, dst_name)) => {
+            rename_directory_no_replace_at(src_dir.as_fd(), &src_name, dst_dir.as_fd(), &dst_name)
+        }
+        Err(refusal) => outcome(Primitive::MkdiratRenameatNoreplace, Err(refusal)),
+    }
+}
+
+/// Publishes the directory `src_dir/src_name` as `dst_dir/dst_name` without
+/// the kernel's exclusive flag: `mkdirat` claims the destination name (it
+/// fails if anything is there), and the plain `renameat` that follows can
+/// then only replace that empty claim.
+///
+/// Residual risk (accepted, as upstream): a party that removes our claim and
+/// puts its own *empty* directory there in the window between `mkdirat` and
+/// `renameat` is replaced. A populated directory is never replaced
+/// (`ENOTEMPTY`), and the identity check afterwards reports a destination that
+/// is not our source.
+pub fn rename_directory_no_replace_at(
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+) -> NoReplaceOutcome {
+    let result = check_names(src_name, dst_name)
+        .and_then(|()| pin_source(src_dir, src_name))
+        .and_then(|source| {
+            if fsx::kind_of(&source.stat) != FileType::Directory {
+                return Err(Refusal::NotDirectory);
+            }
+            claim_and_rename(src_dir, src_name, dst_dir, dst_name, &source)
+        });
+    outcome(Primitive::MkdiratRenameatNoreplace, result)
+}
+
+/// The source, held open so its inode number stays ours while we compare.
+struct PinnedSource {
+    _pin: OwnedFd,
+    stat: Stat,
+}
+
+/// The exclusive rename with its fallback; returns the primitive that
+/// actually decided the result.
+fn exclusive_rename(
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+) -> (Primitive, Result<(), Refusal>) {
+    let source = match check_names(src_name, dst_name).and_then(|()| pin_source(src_dir, src_name))
+    {
+        Ok(source) => source,
+        Err(refusal) => return (PLATFORM_PRIMITIVE, Err(refusal)),
+    };
+    match retry_interrupted(|| platform_rename(src_dir, src_name, dst_dir, dst_name)) {
+        Ok(()) => (
+            PLATFORM_PRIMITIVE,
+            verify_destination(dst_dir, dst_name, &source),
+        ),
+        // The filesystem (NFS, DrvFs, many FUSE mounts) or the kernel refuses
+        // the flag; nothing was changed, so a fallback may run.
+        Err(Errno::INVAL | Errno::NOSYS | Errno::NOTSUP) => match fsx::kind_of(&source.stat) {
+            FileType::Directory => (
+                Primitive::MkdiratRenameatNoreplace,
+                claim_and_rename(src_dir, src_name, dst_dir, dst_name, &source),
+            ),
+            FileType::RegularFile => (
+                Primitive::LinkatNoreplace,
+                link_and_unlink(src_dir, src_name, dst_dir, dst_name, &source),
+            ),
+            _ => (PLATFORM_PRIMITIVE, Err(Refusal::AtomicUnavailable)),
+        },
+        Err(errno) => (PLATFORM_PRIMITIVE, Err(refusal_from_errno(errno))),
+    }
+}
+
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "macos",
+    target_os = "ios"
+))]
+fn platform_rename(
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+) -> Result<(), Errno> {
+    // rustix maps NOREPLACE to RENAME_NOREPLACE (renameat2) on Linux and to
+    // RENAME_EXCL (renameatx_np) on Apple platforms.
+    fs::renameat_with(
+        src_dir,
+        src_name,
+        dst_dir,
+        dst_name,
+        fs::RenameFlags::NOREPLACE,
+    )
+}
+
+/// No exclusive rename here: report "unsupported" so the fallback runs.
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "macos",
+    target_os = "ios"
+)))]
+fn platform_rename(
+    _src_dir: BorrowedFd<'_>,
+    _src_name: &OsStr,
+    _dst_dir: BorrowedFd<'_>,
+    _dst_name: &OsStr,
+) -> Result<(), Errno> {
+    Err(Errno::NOSYS)
+}
+
+/// The directory fallback proper (see [`rename_directory_no_replace_at`]).
+fn claim_and_rename(
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+    source: &PinnedSource,
+) -> Result<(), Refusal> {
+    retry_interrupted(|| fs::mkdirat(dst_dir, dst_name, Mode::from_raw_mode(0o700)))
+        .map_err(refusal_from_errno)?;
+    // Remember which directory is our claim, so a failed rename removes only
+    // that one and never a contender's directory that replaced it.
+    let claim = match fsx::stat_nofollow(dst_dir, dst_name) {
+        Ok(claim) => claim,
+        // Someone removed our claim already; the name is not ours to touch.
+        Err(errno) => return Err(refusal_from_errno(errno)),
+    };
+    match retry_interrupted(|| fs::renameat(src_dir, src_name, dst_dir, dst_name)) {
+        Ok(()) => verify_destination(dst_dir, dst_name, source),
+        Err(errno) => {
+            if let Ok(now) = fsx::stat_nofollow(dst_dir, dst_name)
+                && fsx::same_inode(&now, &claim)
+            {
+                // Best effort: AT_REMOVEDIR removes only an empty directory.
+                let _ = fs::unlinkat(dst_dir, dst_name, AtFlags::REMOVEDIR);
+            }
+            Err(refusal_from_errno(errno))
+        }
+    }
+}
+
+/// The regular-file fallback: `linkat` fails if the destination exists, so
+/// the publication is exclusive; the source name is removed afterwards, and
+/// only if it still names the file we linked.
+fn link_and_unlink(
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+    source: &PinnedSource,
+) -> Result<(), Refusal> {
+    retry_interrupted(|| fs::linkat(src_dir, src_name, dst_dir, dst_name, AtFlags::empty()))
+        .map_err(|errno| match errno {
+            // Filesystems without hard links cannot carry this fallback.
+            Errno::OPNOTSUPP | Errno::MLINK => Refusal::AtomicUnavailable,
+            other => refusal_from_errno(other),
+        })?;
+    verify_destination(dst_dir, dst_name, source)?;
+    match fsx::stat_nofollow(src_dir, src_name) {
+        Ok(now) if fsx::same_inode(&now, &source.stat) => {
+            retry_interrupted(|| fs::unlinkat(src_dir, src_name, AtFlags::empty()))
+                .map_err(|_| Refusal::SourceUnlinkFailed)
+        }
+        _ => Err(Refusal::SourceUnlinkFailed),
+    }
+}
+
+/// After a committed rename: the destination must be the source inode.
+fn verify_destination(
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+    source: &PinnedSource,
+) -> Result<(), Refusal> {
+    match fsx::stat_nofollow(dst_dir, dst_name) {
+        Ok(now) if fsx::same_inode(&now, &source.stat) => Ok(()),
+        _ => Err(Refusal::DestinationIdentityChanged),
+    }
+}
+
+/// Looks at the source without following it and pins it: a symlink is
+/// refused, and the pinned descriptor must be the object we looked at.
+fn pin_source(dir: BorrowedFd<'_>, name: &OsStr) -> Result<PinnedSource, Refusal> {
+    let seen = retry_interrupted(|| fsx::stat_nofollow(dir, name)).map_err(refusal_from_errno)?;
+    match fsx::kind_of(&seen) {
+        FileType::Symlink => return Err(Refusal::ReparsePoint),
+        FileType::Directory | FileType::RegularFile => {}
+        _ => return Err(Refusal::NotRegularFile),
+    }
+    let pin = retry_interrupted(|| fsx::open_pin(dir, name)).map_err(|errno| match errno {
+        // The name became a symlink or vanished since the fstatat.
+        Errno::LOOP | Errno::NOTDIR | Errno::NOENT => Refusal::IdentityMismatch,
+        other => refusal_from_errno(other),
+    })?;
+    let stat = fs::fstat(&pin).map_err(refusal_from_errno)?;
+    if !fsx::same_inode(&seen, &stat) {
+        return Err(Refusal::IdentityMismatch);
+    }
+    Ok(PinnedSource { _pin: pin, stat })
+}
+
+/// Both names must be single real components (no NUL, no `/`, not `.`/`..`).
+fn check_names(src_name: &OsStr, dst_name: &OsStr) -> Result<(), Refusal> {
+    if fsx::is_single_component(src_name) && fsx::is_single_component(dst_name) {
+        Ok(())
+    } else {
+        Err(Refusal::InvalidRequest)
+    }
+}
+
+/// Opens both parents no-follow. A NUL anywhere is refused before any syscall.
+fn open_parents(
+    src: &Path,
+    dst: &Path,
+) -> Result<(OwnedFd, std::ffi::OsString, OwnedFd, std::ffi::OsString), Refusal> {
+    if has_nul(src) || has_nul(dst) {
+        return Err(Refusal::InvalidRequest);
+    }
+    let (src_dir, src_name) = open_parent_of(src)?;
+    let (dst_dir, dst_name) = open_parent_of(dst)?;
+    Ok((src_dir, src_name, dst_dir, dst_name))
+}
+
+fn has_nul(path: &Path) -> bool {
+    path.as_os_str().as_bytes().contains(&0)
+}
+
+/// `fsx::open_parent` with its errno turned into a refusal that says whether
+/// a symlinked ancestor was the cause.
+fn open_parent_of(path: &Path) -> Result<(OwnedFd, std::ffi::OsString), Refusal> {
+    fsx::open_parent(path).map_err(|errno| match errno {
+        Errno::LOOP => Refusal::ReparsePoint,
+        // A symlink in the final component of the parent reads as ENOTDIR
+        // under O_DIRECTORY; tell it apart from a real non-directory.
+        Errno::NOTDIR if fsx::has_symlinked_ancestor(path) => Refusal::ReparsePoint,
+        other => refusal_from_errno(other),
+    })
+}
+
+/// The errno of a rename-family syscall as a refusal.
+fn refusal_from_errno(errno: Errno) -> Refusal {
+    match errno {
+        Errno::EXIST | Errno::NOTEMPTY => Refusal::DestinationExists,
+        Errno::NOSYS => Refusal::AtomicUnavailable,
+        Errno::XDEV => Refusal::CrossDevice,
+        Errno::ACCESS | Errno::PERM => Refusal::PermissionDenied,
+        Errno::INTR => Refusal::Interrupted,
+        Errno::NOENT => Refusal::NotFound,
+        Errno::INVAL => Refusal::InvalidRequest,
+        Errno::LOOP => Refusal::ReparsePoint,
+        Errno::NOTDIR => Refusal::NotDirectory,
+        _ => Refusal::IoError,
+    }
+}
+
+/// Runs `op`, restarting it while it fails with `EINTR`, at most
+/// [`EINTR_RETRIES`] times; the last `EINTR` is returned as is.
+pub(crate) fn retry_interrupted<T>(mut op: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
+    let mut restarts = 0;
+    loop {
+        match op() {
+            Err(Errno::INTR) if restarts < EINTR_RETRIES => restarts += 1,
+            other => return other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn tempdir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "exactlock-rename-{tag}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn staged_dir(root: &Path, name: &str, payload: &[u8]) -> PathBuf {
+        let dir = root.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("info"), payload).unwrap();
+        dir
+    }
+
+    fn assert_committed(result: NoReplaceOutcome) {
+        assert!(result.ok, "{result:?}");
+        assert_eq!(result.code, None);
+        assert_eq!(result.mutation_state, MutationState::Committed);
+        assert_eq!(result.durability_state, DurabilityState::NotAttempted);
+        assert_eq!(result.reason, Reason::None);
+        assert_eq!(result.phase, Phase::Complete);
+    }
+
+    #[test]
+    fn publishes_a_directory_and_refuses_an_occupied_name() {
+        let root = tempdir("publish");
+        let staging = staged_dir(&root, "staging", b"one");
+        let lock = root.join("f.lock");
+        let first = rename_no_replace(&staging, &lock);
+        assert_committed(first);
+        assert_eq!(first.primitive, Primitive::Renameat2Noreplace);
+        assert_eq!(std::fs::read(lock.join("info")).unwrap(), b"one");
+
+        let second = staged_dir(&root, "staging2", b"two");
+        let refused = rename_no_replace(&second, &lock);
+        assert!(!refused.ok);
+        assert_eq!(refused.code, Some("destination_exists"));
+        assert_eq!(refused.mutation_state, MutationState::NotCommitted);
+        assert_eq!(refused.reason, Reason::DestinationExists);
+        assert_eq!(refused.phase, Phase::Rename);
+        assert_eq!(std::fs::read(lock.join("info")).unwrap(), b"one");
+        assert_eq!(std::fs::read(second.join("info")).unwrap(), b"two");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn an_empty_directory_at_the_destination_is_a_holder_not_a_free_slot() {
+        let root = tempdir("empty-holder");
+        let staging = staged_dir(&root, "staging", b"mine");
+        let lock = root.join("f.lock");
+        std::fs::create_dir(&lock).unwrap();
+        for refused in [
+            rename_no_replace(&staging, &lock),
+            rename_directory_no_replace(&staging, &lock),
+        ] {
+            assert_eq!(refused.code, Some("destination_exists"), "{refused:?}");
+            assert_eq!(std::fs::read_dir(&lock).unwrap().count(), 0);
+            assert_eq!(std::fs::read(staging.join("info")).unwrap(), b"mine");
+        }
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn directory_fallback_publishes_and_verifies_identity() {
+        let root = tempdir("fallback");
+        let staging = staged_dir(&root, "staging", b"x");
+        let before = std::fs::metadata(&staging).unwrap();
+        let lock = root.join("f.lock");
+        let result = rename_directory_no_replace(&staging, &lock);
+        assert_committed(result);
+        assert_eq!(result.primitive, Primitive::MkdiratRenameatNoreplace);
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(std::fs::metadata(&lock).unwrap().ino(), before.ino());
+        assert!(!staging.exists());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn directory_fallback_refuses_a_file_source_and_leaves_no_claim() {
+        let root = tempdir("fallback-file");
+        std::fs::write(root.join("plain"), b"x").unwrap();
+        let result = rename_directory_no_replace(&root.join("plain"), &root.join("dst"));
+        assert_eq!(result.code, Some("not_directory"));
+        assert_eq!(result.phase, Phase::Preflight);
+        assert!(!root.join("dst").exists());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn directory_fallback_removes_its_claim_when_the_rename_fails() {
+        let root = tempdir("fallback-claim");
+        let staging = staged_dir(&root, "staging", b"x");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let source = pin_source(parent.as_fd(), OsStr::new("staging")).unwrap();
+        // A source name that no longer exists makes the rename fail after
+        // the claim was made.
+        std::fs::rename(&staging, root.join("moved")).unwrap();
+        let result = claim_and_rename(
+            parent.as_fd(),
+            OsStr::new("staging"),
+            parent.as_fd(),
+            OsStr::new("f.lock"),
+            &source,
+        );
+        assert_eq!(result, Err(Refusal::NotFound));
+        assert!(
+            !root.join("f.lock").exists(),
+            "the empty claim must be gone"
+        );
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn file_fallback_links_then_unlinks_and_refuses_an_occupied_name() {
+        let root = tempdir("link");
+        std::fs::write(root.join("a"), b"a").unwrap();
+        std::fs::write(root.join("b"), b"b").unwrap();
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let source = pin_source(parent.as_fd(), OsStr::new("a")).unwrap();
+        let taken = link_and_unlink(
+            parent.as_fd(),
+            OsStr::new("a"),
+            parent.as_fd(),
+            OsStr::new("b"),
+            &source,
+        );
+        assert_eq!(taken, Err(Refusal::DestinationExists));
+        assert_eq!(std::fs::read(root.join("b")).unwrap(), b"b");
+        let published = link_and_unlink(
+            parent.as_fd(),
+            OsStr::new("a"),
+            parent.as_fd(),
+            OsStr::new("c"),
+            &source,
+        );
+        assert_eq!(published, Ok(()));
+        assert!(!root.join("a").exists());
+        assert_eq!(std::fs::read(root.join("c")).unwrap(), b"a");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn refuses_a_symlinked_source_and_a_symlinked_ancestor() {
+        let root = tempdir("symlink");
+        let real = staged_dir(&root, "real", b"x");
+        std::os::unix::fs::symlink(&real, root.join("alias")).unwrap();
+        let through_link = rename_no_replace(&root.join("alias"), &root.join("dst"));
+        assert_eq!(through_link.code, Some("reparse_point"));
+        assert_eq!(through_link.reason, Reason::IdentityViolation);
+        assert_eq!(through_link.phase, Phase::Preflight);
+
+        std::fs::create_dir(root.join("parent")).unwrap();
+        std::os::unix::fs::symlink(root.join("parent"), root.join("parent-alias")).unwrap();
+        let ancestor = rename_no_replace(&real, &root.join("parent-alias/dst"));
+        assert_eq!(ancestor.code, Some("reparse_point"));
+        let ancestor = rename_directory_no_replace(&root.join("parent-alias/x"), &root.join("d"));
+        assert_eq!(ancestor.code, Some("reparse_point"));
+        assert!(real.join("info").exists());
+        assert!(std::fs::symlink_metadata(root.join("alias")).is_ok());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn nul_and_dotted_names_are_invalid_requests() {
+        let nul = rename_no_replace(Path::new("/tmp/a\0b"), Path::new("/tmp/c"));
+        assert_eq!(nul.code, Some("invalid_request"));
+        assert_eq!(nul.reason, Reason::InvalidRequest);
+        assert_eq!(nul.mutation_state, MutationState::NotCommitted);
+        assert_eq!(nul.phase, Phase::Preflight);
+        let nul = rename_directory_no_replace(Path::new("/tmp/a"), Path::new("/tmp/c\0"));
+        assert_eq!(nul.code, Some("invalid_request"));
+        let root = tempdir("dots");
+        let dir = fsx::open_dir_nofollow(&root).unwrap();
+        let dotted =
+            rename_no_replace_at(dir.as_fd(), OsStr::new(".."), dir.as_fd(), OsStr::new("x"));
+        assert_eq!(dotted.code, Some("invalid_request"));
+        let slashed =
+            rename_no_replace_at(dir.as_fd(), OsStr::new("a/b"), dir.as_fd(), OsStr::new("x"));
+        assert_eq!(slashed.code, Some("invalid_request"));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn missing_source_is_not_found() {
+        let root = tempdir("missing");
+        let result = rename_no_replace(&root.join("nope"), &root.join("dst"));
+        assert_eq!(result.code, Some("not_found"));
+        assert_eq!(result.reason, Reason::InvalidRequest);
+        assert_eq!(result.phase, Phase::Preflight);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn eintr_is_restarted_a_bounded_number_of_times() {
+        let mut calls = 0;
+        let transient = retry_interrupted(|| {
+            calls += 1;
+            if calls <= 3 { Err(Errno::INTR) } else { Ok(()) }
+        });
+        assert_eq!(transient, Ok(()));
+        assert_eq!(calls, 4);
+
+        let mut calls = 0;
+        let persistent: Result<(), Errno> = retry_interrupted(|| {
+            calls += 1;
+            Err(Errno::INTR)
+        });
+        assert_eq!(persistent, Err(Errno::INTR));
+        assert_eq!(calls, EINTR_RETRIES + 1);
+        assert_eq!(
+            outcome(PLATFORM_PRIMITIVE, Err(refusal_from_errno(Errno::INTR))).code,
+            Some("interrupted")
+        );
+    }
+
+    #[test]
+    fn mapping_table_matches_upstream() {
+        let row = |refusal| {
+            let o = outcome(PLATFORM_PRIMITIVE, Err(refusal));
+            (
+                o.mutation_state.as_str(),
+                o.durability_state.as_str(),
+                o.reason.as_str(),
+                o.phase.as_str(),
+            )
+        };
+        assert_eq!(
+            row(Refusal::DestinationExists),
+            (
+                "not_committed",
+                "not_attempted",
+                "destination_exists",
+                "rename"
+            )
+        );
+        assert_eq!(
+            row(Refusal::CrossDevice),
+            ("not_committed", "not_attempted", "cross_device", "rename")
+        );
+        assert_eq!(
+            row(Refusal::NotFound),
+            (
+                "not_committed",
+                "not_attempted",
+                "invalid_request",
+                "preflight"
+            )
+        );
+        assert_eq!(
+            row(Refusal::IdentityMismatch),
+            (
+                "not_committed",
+                "not_attempted",
+                "identity_violation",
+                "preflight"
+            )
+        );
+        assert_eq!(
+            row(Refusal::DestinationIdentityChanged),
+            (
+                "committed",
+                "not_provable",
+                "identity_violation",
+                "terminal_identity"
+            )
+        );
+        assert_eq!(
+            row(Refusal::SourceUnlinkFailed),
+            ("committed", "not_provable", "io_failure", "source_unlink")
+        );
+        assert_eq!(
+            row(Refusal::IoError),
+            ("unknown", "not_provable", "unknown", "rename")
+        );
+    }
+}
