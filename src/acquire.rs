@@ -22,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
+use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
 use crate::debris;
@@ -29,14 +30,14 @@ use crate::errno::{errno_code, errno_text};
 use crate::fsx;
 use crate::observe::{Observation, observe};
 use crate::process;
-use crate::publish::{Publication, PublishError, publish};
+use crate::publish::{Publication, PublishError, Published, Takeover, publish, publish_over};
 use crate::record::OwnerRecord;
 use crate::release;
 use crate::report::{Holder, describe};
 use crate::table::{self, Generation, LockKey, Ticket};
-use crate::tree;
+use crate::tree::{self, TreeSnapshot};
 use crate::verdict::{HostPolicy, Liveness, judge};
-use crate::wait::{self, Cancel, Subscription};
+use crate::wait::{self, Cancel, HolderExit, Subscription};
 
 /// A test seam awaited between parent creation and publication in each
 /// attempt (`FileLockTestHooks.afterParentMkdir`). Its error text aborts the
@@ -101,6 +102,16 @@ pub fn now_ns() -> i128 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as i128)
         .unwrap_or(0)
+}
+
+/// What judging the holder of a contended lock concluded.
+enum Judged {
+    /// Look again at once (the lock vanished, or was reclaimed).
+    Retry,
+    /// A stale lock was replaced by ours.
+    Won(Published),
+    /// Held by someone we must wait for.
+    Held(Holder),
 }
 
 /// Leaves the in-process queue however the acquisition ends.
@@ -181,19 +192,7 @@ impl Attempts<'_> {
             .into_bytes();
             match publish(parent.as_fd(), &self.lock_name, &record) {
                 Ok(Publication::Published(published)) => {
-                    let canonical_parent = key.parent().map(Path::to_path_buf).unwrap_or_default();
-                    return Ok(table::insert_held(Generation {
-                        id: table::next_id(),
-                        key,
-                        parent,
-                        parent_path: canonical_parent,
-                        lock_name: self.lock_name.clone(),
-                        root_dev: published.root_dev,
-                        root_ino: published.root_ino,
-                        record_bytes: record,
-                        owner_token: self.owner_token.clone(),
-                        policy: self.options.policy.clone(),
-                    }));
+                    return Ok(self.held(key, parent, published, record));
                 }
                 Ok(Publication::Contended) => {}
                 // The parent vanished between creating it and publishing.
@@ -201,33 +200,65 @@ impl Attempts<'_> {
                     immediate += 1;
                     continue;
                 }
-                Err(PublishError::Os(errno)) => {
-                    return Err(self.io(errno, "cannot stage the lock record"));
-                }
-                Err(PublishError::Rename(code)) => {
-                    return Err(AcquireError::Io {
-                        lock_path: self.lock_path.clone(),
-                        code: rename_error_code(code),
-                        message: format!(
-                            "Failed to publish file lock at {}: the no-replace rename failed ({code}).",
-                            self.lock_path.display()
-                        ),
-                    });
-                }
+                Err(error) => return Err(self.publish_error(error)),
             }
-            let (reclaimed, holder) = self.judge_holder(parent.as_fd(), &key)?;
-            if reclaimed && immediate < MAX_IMMEDIATE_RETRIES {
-                immediate += 1;
-                continue;
-            }
+            let holder = match self.judge_holder(parent.as_fd(), &key, &record)? {
+                Judged::Won(published) => return Ok(self.held(key, parent, published, record)),
+                Judged::Retry if immediate < MAX_IMMEDIATE_RETRIES => {
+                    immediate += 1;
+                    continue;
+                }
+                Judged::Retry => None,
+                Judged::Held(holder) => Some(holder),
+            };
+            let exit = match holder.as_ref().map(|h| self.holder_exit(h)) {
+                Some(HolderExit::AlreadyGone) if immediate < MAX_IMMEDIATE_RETRIES => {
+                    // The holder died between the probe and the pidfd.
+                    immediate += 1;
+                    continue;
+                }
+                Some(HolderExit::Watch(fd)) => Some(fd),
+                _ => None,
+            };
             immediate = 0;
-            let exit = self.holder_exit(&holder);
-            if exit.is_none() && holder_is_local_and_live(&holder) {
-                // The holder died between the probe and the pidfd: look again.
-                continue;
-            }
-            self.wait_or_give_up(parent.as_fd(), exit, Some(holder))
-                .await?;
+            self.wait_or_give_up(parent.as_fd(), exit, holder).await?;
+        }
+    }
+
+    /// Records a publication as this process's held generation.
+    fn held(
+        &self,
+        key: LockKey,
+        parent: OwnedFd,
+        published: Published,
+        record: Vec<u8>,
+    ) -> Arc<Generation> {
+        let parent_path = key.parent().map(Path::to_path_buf).unwrap_or_default();
+        table::insert_held(Generation {
+            id: table::next_id(),
+            key,
+            parent,
+            parent_path,
+            lock_name: self.lock_name.clone(),
+            root_dev: published.root_dev,
+            root_ino: published.root_ino,
+            record_bytes: record,
+            owner_token: self.owner_token.clone(),
+            policy: self.options.policy.clone(),
+        })
+    }
+
+    fn publish_error(&self, error: PublishError) -> AcquireError {
+        match error {
+            PublishError::Os(errno) => self.io(errno, "cannot stage the lock record"),
+            PublishError::Rename(code) => AcquireError::Io {
+                lock_path: self.lock_path.clone(),
+                code: rename_error_code(code),
+                message: format!(
+                    "Failed to publish file lock at {}: the no-replace rename failed ({code}).",
+                    self.lock_path.display()
+                ),
+            },
         }
     }
 
@@ -272,13 +303,13 @@ impl Attempts<'_> {
         }
     }
 
-    /// Observes the holder and reclaims a provably stale lock. Returns
-    /// whether the attempt should repeat at once.
+    /// Observes the holder and takes over a provably stale lock.
     fn judge_holder(
         &mut self,
         parent: BorrowedFd<'_>,
         key: &LockKey,
-    ) -> Result<(bool, Holder), AcquireError> {
+        record: &[u8],
+    ) -> Result<Judged, AcquireError> {
         let observation = observe(parent, &self.lock_name)
             .map_err(|e| self.io(e.0, "cannot read the lock's owner record"))?;
         let verdict = judge(
@@ -288,20 +319,10 @@ impl Attempts<'_> {
             now_ns(),
             process::probe,
         );
-        let holder = describe(&observation, verdict, &self.options.policy);
         match &observation {
-            Observation::Missing => return Ok((true, holder)),
+            Observation::Missing => return Ok(Judged::Retry),
             Observation::Lock { snapshot, .. } if verdict.stale => {
-                let parent_path = key.parent().unwrap_or(Path::new("/"));
-                let outcome =
-                    tree::exact_remove_tree_at(parent, parent_path, &self.lock_name, snapshot);
-                let retry = outcome.ok
-                    || matches!(outcome.code, Some("not_found") | Some("identity_mismatch"))
-                    || (outcome.code == Some("quarantine_collision")
-                        && debris::reap_removing(parent, &self.lock_name, &self.options.policy));
-                if retry {
-                    return Ok((true, holder));
-                }
+                return self.take_over(parent, key, record, snapshot);
             }
             _ => {}
         }
@@ -309,19 +330,64 @@ impl Attempts<'_> {
             self.reaped_staging = true;
             debris::reap_staging_of(parent, Some(&self.lock_name));
         }
-        Ok((false, holder))
+        Ok(Judged::Held(describe(
+            &observation,
+            verdict,
+            &self.options.policy,
+        )))
     }
 
-    fn holder_exit(&self, holder: &Holder) -> Option<tokio::io::unix::AsyncFd<OwnedFd>> {
-        if !holder_is_local_and_live(holder) {
-            return None;
+    /// Replaces a stale lock with ours in one atomic exchange, or, where
+    /// the filesystem cannot exchange, removes it exactly and lets the next
+    /// attempt publish.
+    fn take_over(
+        &self,
+        parent: BorrowedFd<'_>,
+        key: &LockKey,
+        record: &[u8],
+        judged: &TreeSnapshot,
+    ) -> Result<Judged, AcquireError> {
+        match publish_over(parent, &self.lock_name, record, judged) {
+            Ok(Takeover::Published(published)) => return Ok(Judged::Won(published)),
+            Ok(Takeover::NotJudged) | Ok(Takeover::Vanished) => return Ok(Judged::Retry),
+            Ok(Takeover::Unsupported) => {}
+            Err(error) => return Err(self.publish_error(error)),
         }
-        let pid = holder.record.as_ref()?.pid_u32()?;
-        if pid == std::process::id() {
+        let parent_path = key.parent().unwrap_or(Path::new("/"));
+        let outcome = tree::exact_remove_tree_at(parent, parent_path, &self.lock_name, judged);
+        let retry = outcome.ok
+            || matches!(outcome.code, Some("not_found") | Some("identity_mismatch"))
+            || (outcome.code == Some("quarantine_collision")
+                && debris::reap_removing(parent, &self.lock_name, &self.options.policy));
+        Ok(if retry {
+            Judged::Retry
+        } else {
+            Judged::Held(self.holder_now(parent))
+        })
+    }
+
+    /// The holder as observed now, for a report.
+    fn holder_now(&self, parent: BorrowedFd<'_>) -> Holder {
+        let observation = observe(parent, &self.lock_name).unwrap_or(Observation::Missing);
+        let verdict = judge(
+            &observation,
+            &self.options.policy,
+            self.options.stale_ms,
+            now_ns(),
+            process::probe,
+        );
+        describe(&observation, verdict, &self.options.policy)
+    }
+
+    /// How to learn that a live local holder exited.
+    fn holder_exit(&self, holder: &Holder) -> HolderExit {
+        let live_local = !holder.foreign && holder.verdict.liveness == Some(Liveness::Live);
+        let pid = holder.record.as_ref().and_then(OwnerRecord::pid_u32);
+        match pid {
             // Our own process: the in-process queue and inotify wake us.
-            return None;
+            Some(pid) if live_local && pid != std::process::id() => wait::holder_exit(pid),
+            _ => HolderExit::Unwatched,
         }
-        wait::holder_exit(pid)
     }
 
     /// Gives up when the budget is spent (describing `holder`, or the
@@ -329,30 +395,17 @@ impl Attempts<'_> {
     async fn wait_or_give_up(
         &self,
         parent: BorrowedFd<'_>,
-        exit: Option<tokio::io::unix::AsyncFd<OwnedFd>>,
+        exit: Option<AsyncFd<OwnedFd>>,
         holder: Option<Holder>,
     ) -> Result<(), AcquireError> {
         if Instant::now() < self.deadline {
             return self.sleep(exit).await;
         }
-        let holder = holder.unwrap_or_else(|| {
-            let observation = observe(parent, &self.lock_name).unwrap_or(Observation::Missing);
-            let verdict = judge(
-                &observation,
-                &self.options.policy,
-                self.options.stale_ms,
-                now_ns(),
-                process::probe,
-            );
-            describe(&observation, verdict, &self.options.policy)
-        });
+        let holder = holder.unwrap_or_else(|| self.holder_now(parent));
         Err(self.timeout(holder))
     }
 
-    async fn sleep(
-        &self,
-        exit: Option<tokio::io::unix::AsyncFd<OwnedFd>>,
-    ) -> Result<(), AcquireError> {
+    async fn sleep(&self, exit: Option<AsyncFd<OwnedFd>>) -> Result<(), AcquireError> {
         let remaining = self.deadline.saturating_duration_since(Instant::now());
         let delay = self.options.retry_delay.min(remaining);
         wait::until_change(&self.wake, exit.as_ref(), delay).await;
@@ -370,10 +423,6 @@ impl Attempts<'_> {
     fn io(&self, errno: Errno, what: &str) -> AcquireError {
         io_error(&self.lock_path, errno, what)
     }
-}
-
-fn holder_is_local_and_live(holder: &Holder) -> bool {
-    !holder.foreign && holder.verdict.liveness == Some(Liveness::Live)
 }
 
 fn io_error(lock_path: &Path, errno: Errno, what: &str) -> AcquireError {

@@ -97,9 +97,18 @@ pub fn reap_staging_of(parent: BorrowedFd<'_>, lock_name: Option<&OsStr>) -> usi
         {
             continue;
         }
-        if let Ok(snapshot) = tree::snapshot_tree_at(parent, &name)
-            && tree::remove_tree_in_place_at(parent, &name, &snapshot).ok
+        // The record inside is authoritative over the pid in the name: a
+        // takeover that was killed mid-exchange can leave another owner's
+        // live lock under a dead process's staging name.
+        let Ok(Observation::Lock { snapshot, owner }) = observe(parent, &name) else {
+            continue;
+        };
+        if let Owner::Valid { record, .. } = &owner
+            && !liveness_of(record, process::probe).proves_gone()
         {
+            continue;
+        }
+        if tree::remove_tree_in_place_at(parent, &name, &snapshot).ok {
             removed += 1;
         }
     }

@@ -10,12 +10,13 @@
 use std::ffi::{OsStr, OsString};
 
 use rustix::fd::{AsFd, BorrowedFd};
-use rustix::fs::{self, AtFlags, Mode, OFlags};
+use rustix::fs::{self, AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 use crate::fsx;
 use crate::identity::INFO_NAME;
 use crate::rename::{self, NoReplaceOutcome};
+use crate::tree::{self, TreeSnapshot};
 
 const DIR_MODE: u32 = 0o700;
 const INFO_MODE: u32 = 0o600;
@@ -74,6 +75,81 @@ pub fn staging_pid(lock_name: &OsStr, candidate: &OsStr) -> Option<u32> {
     }
 }
 
+/// The result of a takeover of a stale lock.
+#[derive(Debug)]
+pub enum Takeover {
+    /// Our record now stands at the lock name; the judged tree was
+    /// removed (or, if its removal failed, left at our private name).
+    Published(Published),
+    /// What stood at the lock name was not the judged tree: it was put
+    /// back untouched.
+    NotJudged,
+    /// Nothing stands at the lock name any more; publish normally.
+    Vanished,
+    /// The filesystem cannot exchange two names; remove, then publish.
+    Unsupported,
+}
+
+/// Publishes `record` over a lock judged stale, in one atomic step.
+///
+/// Removing the stale tree first and publishing after would leave a moment
+/// in which the name is free, and a remover that was preempted between its
+/// last check and its rename could then move a *successor* away. Instead we
+/// stage our record and exchange it with whatever stands at the lock name
+/// (`renameat2(RENAME_EXCHANGE)`): the name is never empty. Then we look at
+/// what we swapped out. If it is exactly the judged tree, we hold the lock
+/// and delete the old tree from our private name; if it is anything else, we
+/// exchange back at once. While the two are swapped, the lock name holds our
+/// own live record, so no third party can publish or reclaim meanwhile.
+pub fn publish_over(
+    parent: BorrowedFd<'_>,
+    lock_name: &OsStr,
+    record: &[u8],
+    judged: &TreeSnapshot,
+) -> Result<Takeover, PublishError> {
+    crate::faults::check("publish.stage")
+        .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
+    let staging = staging_name(lock_name);
+    fs::mkdirat(parent, &staging, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
+    let result = stage(parent, &staging, record)
+        .and_then(|root| exchange_and_check(parent, &staging, lock_name, judged, root));
+    match &result {
+        // Our private name now holds the judged tree: delete it exactly.
+        Ok(Takeover::Published(_)) => {
+            if let Ok(moved) = tree::snapshot_tree_at(parent, &staging) {
+                tree::remove_tree_in_place_at(parent, &staging, &moved);
+            }
+        }
+        _ => remove_staging(parent, &staging),
+    }
+    result
+}
+
+fn exchange_and_check(
+    parent: BorrowedFd<'_>,
+    staging: &OsStr,
+    lock_name: &OsStr,
+    judged: &TreeSnapshot,
+    root: Published,
+) -> Result<Takeover, PublishError> {
+    match fs::renameat_with(parent, staging, parent, lock_name, RenameFlags::EXCHANGE) {
+        Ok(()) => {}
+        Err(Errno::NOENT) => return Ok(Takeover::Vanished),
+        Err(Errno::INVAL) | Err(Errno::NOSYS) | Err(Errno::NOTSUP) => {
+            return Ok(Takeover::Unsupported);
+        }
+        Err(errno) => return Err(PublishError::Os(errno)),
+    }
+    let swapped_out = tree::snapshot_tree_at(parent, staging);
+    if swapped_out.is_ok_and(|seen| judged.same_tree_as(&seen)) {
+        return Ok(Takeover::Published(root));
+    }
+    // Not what was judged (a successor, a copy): give it its name back.
+    fs::renameat_with(parent, staging, parent, lock_name, RenameFlags::EXCHANGE)
+        .map_err(PublishError::Os)?;
+    Ok(Takeover::NotJudged)
+}
+
 /// Stages `record` and publishes it as `lock_name` inside `parent`.
 pub fn publish(
     parent: BorrowedFd<'_>,
@@ -97,6 +173,27 @@ fn stage_and_rename(
     lock_name: &OsStr,
     record: &[u8],
 ) -> Result<Publication, PublishError> {
+    let root = stage(parent, staging, record)?;
+    crate::faults::check("publish.rename")
+        .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
+    let outcome: NoReplaceOutcome =
+        rename::rename_no_replace_at(parent, staging, parent, lock_name);
+    if outcome.ok {
+        Ok(Publication::Published(root))
+    } else if outcome.refused_with(rename::Refusal::DestinationExists) {
+        Ok(Publication::Contended)
+    } else {
+        Err(PublishError::Rename(outcome.code.unwrap_or("io_error")))
+    }
+}
+
+/// Writes the record into the staging directory `staging` (already
+/// created) with explicit modes; returns the directory's identity.
+fn stage(
+    parent: BorrowedFd<'_>,
+    staging: &OsStr,
+    record: &[u8],
+) -> Result<Published, PublishError> {
     let dir = fsx::open_child_dir(parent, staging).map_err(PublishError::Os)?;
     // Explicit modes: the umask (even 0777) must not weaken or lock us out.
     fs::fchmod(&dir, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
@@ -111,20 +208,10 @@ fn stage_and_rename(
     write_all(info.as_fd(), record).map_err(PublishError::Os)?;
     drop(info);
     let root = fs::fstat(&dir).map_err(PublishError::Os)?;
-    crate::faults::check("publish.rename")
-        .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
-    let outcome: NoReplaceOutcome =
-        rename::rename_no_replace_at(parent, staging, parent, lock_name);
-    if outcome.ok {
-        Ok(Publication::Published(Published {
-            root_dev: root.st_dev,
-            root_ino: root.st_ino,
-        }))
-    } else if outcome.refused_with(rename::Refusal::DestinationExists) {
-        Ok(Publication::Contended)
-    } else {
-        Err(PublishError::Rename(outcome.code.unwrap_or("io_error")))
-    }
+    Ok(Published {
+        root_dev: root.st_dev,
+        root_ino: root.st_ino,
+    })
 }
 
 fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> Result<(), Errno> {
@@ -151,6 +238,87 @@ pub fn remove_staging(parent: BorrowedFd<'_>, staging: &OsStr) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::{Path, PathBuf};
+
+    fn tempdir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "exactlock-publish-{tag}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn write_lock(dir: &Path, bytes: &[u8]) {
+        std::fs::create_dir(dir).unwrap();
+        std::fs::write(dir.join("info"), bytes).unwrap();
+    }
+
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn publish_refuses_an_existing_empty_directory() {
+        let root = tempdir("empty");
+        std::fs::create_dir(root.join("f.lock")).unwrap();
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let result = publish(parent.as_fd(), OsStr::new("f.lock"), b"{}").unwrap();
+        assert!(matches!(result, Publication::Contended));
+        assert_eq!(listing(&root), ["f.lock"]);
+        assert_eq!(listing(&root.join("f.lock")), Vec::<String>::new());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn takeover_replaces_exactly_the_judged_tree() {
+        let root = tempdir("takeover");
+        write_lock(&root.join("f.lock"), b"old owner");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let judged = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
+        let result = publish_over(parent.as_fd(), OsStr::new("f.lock"), b"new owner", &judged);
+        assert!(matches!(result, Ok(Takeover::Published(_))));
+        assert_eq!(listing(&root), ["f.lock"]);
+        assert_eq!(std::fs::read(root.join("f.lock/info")).unwrap(), b"new owner");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn takeover_puts_back_a_byte_identical_successor() {
+        let root = tempdir("successor");
+        write_lock(&root.join("f.lock"), b"old owner");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let judged = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
+        // A successor with the same bytes but new inodes takes the name.
+        std::fs::remove_dir_all(root.join("f.lock")).unwrap();
+        write_lock(&root.join("f.lock"), b"old owner");
+        let successor = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
+        let result = publish_over(parent.as_fd(), OsStr::new("f.lock"), b"new owner", &judged);
+        assert!(matches!(result, Ok(Takeover::NotJudged)));
+        assert_eq!(listing(&root), ["f.lock"]);
+        let after = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
+        assert!(successor.same_tree_as(&after), "the successor is back, untouched");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn takeover_of_a_vanished_lock_publishes_nothing() {
+        let root = tempdir("vanished");
+        write_lock(&root.join("f.lock"), b"old owner");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let judged = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
+        std::fs::remove_dir_all(root.join("f.lock")).unwrap();
+        let result = publish_over(parent.as_fd(), OsStr::new("f.lock"), b"new owner", &judged);
+        assert!(matches!(result, Ok(Takeover::Vanished)));
+        assert_eq!(listing(&root), Vec::<String>::new());
+        std::fs::remove_dir_all(root).unwrap();
+    }
 
     #[test]
     fn staging_names_round_trip_their_pid() {

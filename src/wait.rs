@@ -139,13 +139,26 @@ impl Drop for Subscription {
     }
 }
 
-/// A pidfd for `pid`, readable once the process has exited. `None` if it
-/// cannot be opened (no such process: the caller re-checks at once; or no
-/// pidfd support: the timer covers).
-pub fn holder_exit(pid: u32) -> Option<AsyncFd<OwnedFd>> {
-    let pid = Pid::from_raw(i32::try_from(pid).ok()?)?;
-    let fd = rustix::process::pidfd_open(pid, PidfdFlags::NONBLOCK).ok()?;
-    register(fd)
+/// How a waiter learns that the holder exited.
+pub enum HolderExit {
+    /// A pidfd, readable once the process has exited.
+    Watch(AsyncFd<OwnedFd>),
+    /// The process is already gone: look again at once.
+    AlreadyGone,
+    /// No pidfd (not a local process, no kernel support): the timer covers.
+    Unwatched,
+}
+
+/// Opens a pidfd for `pid`.
+pub fn holder_exit(pid: u32) -> HolderExit {
+    let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return HolderExit::Unwatched;
+    };
+    match rustix::process::pidfd_open(pid, PidfdFlags::NONBLOCK) {
+        Ok(fd) => register(fd).map_or(HolderExit::Unwatched, HolderExit::Watch),
+        Err(Errno::SRCH) => HolderExit::AlreadyGone,
+        Err(_) => HolderExit::Unwatched,
+    }
 }
 
 /// Registers an owned descriptor with the runtime's reactor.
