@@ -54,6 +54,8 @@ pub struct AcquireOptions {
     pub policy: HostPolicy,
     pub cancel: Arc<Cancel>,
     pub after_parent_mkdir: Option<Hook>,
+    /// The caller's place in line, from [`table::next_id`] at call time.
+    pub sequence: u64,
 }
 
 /// Why an acquisition ended without the lock.
@@ -174,7 +176,7 @@ impl Attempts<'_> {
             let key: LockKey = fsx::fd_path(parent.as_fd())
                 .map_err(|errno| self.io(errno, "cannot resolve the lock's parent directory"))?
                 .join(&self.lock_name);
-            self.join_queue(&key, parent.as_fd());
+            self.join_queue(&key);
             if !table::is_head(&self.place.as_ref().expect("joined").0) {
                 // Another acquisition in this process is ahead: wait for the
                 // hand-over without touching the disk.
@@ -291,15 +293,16 @@ impl Attempts<'_> {
         .map_err(|errno| self.io(errno, "cannot open the lock's parent directory"))
     }
 
-    fn join_queue(&mut self, key: &LockKey, parent: BorrowedFd<'_>) {
+    fn join_queue(&mut self, key: &LockKey) {
         let same = self.place.as_ref().is_some_and(|place| place.0.key == *key);
         if !same {
             self.place = None;
             self.subscription = None;
-            self.place = Some(QueuePlace(table::enqueue(key.clone(), self.wake.clone())));
-        }
-        if self.subscription.is_none() {
-            self.subscription = wait::watch(parent, &self.lock_name, self.wake.clone());
+            self.place = Some(QueuePlace(table::enqueue(
+                key.clone(),
+                self.options.sequence,
+                self.wake.clone(),
+            )));
         }
     }
 
@@ -310,6 +313,12 @@ impl Attempts<'_> {
         key: &LockKey,
         record: &[u8],
     ) -> Result<Judged, AcquireError> {
+        // Subscribe before looking, so a release between the look and the
+        // wait still wakes us (the notification stores a permit). Only
+        // contended attempts pay for the watch.
+        if self.subscription.is_none() {
+            self.subscription = wait::watch(parent, &self.lock_name, self.wake.clone());
+        }
         let observation = observe(parent, &self.lock_name)
             .map_err(|e| self.io(e.0, "cannot read the lock's owner record"))?;
         let verdict = judge(

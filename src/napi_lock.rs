@@ -11,9 +11,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use napi::bindgen_prelude::{Buffer, Promise};
+use napi::bindgen_prelude::{Buffer, Promise, PromiseRaw};
 use napi::threadsafe_function::ThreadsafeFunction;
-use napi::{Result, Status};
+use napi::{Env, Result, Status};
 use napi_derive::napi;
 
 use crate::acquire::{self, AcquireError, AcquireOptions, Hook};
@@ -194,13 +194,26 @@ fn policy_of(owner_host_id: Option<String>, previous: Option<Vec<String>>) -> Ho
     }
 }
 
-/// Acquires a lock; resolves once published or failed.
+/// Acquires a lock; resolves once published or failed. The caller's place
+/// in this process's queue is taken here, synchronously, so waiters are
+/// served in the order they called.
 #[napi(
-    ts_args_type = "request: AcquireRequest, afterParentMkdir?: (lockPath: string) => Promise<void>"
+    ts_args_type = "request: AcquireRequest, afterParentMkdir?: (lockPath: string) => Promise<void>",
+    ts_return_type = "Promise<AcquireResult>"
 )]
-pub async fn acquire_lock_native(
+pub fn acquire_lock_native<'env>(
+    env: &'env Env,
     request: AcquireRequest,
     after_parent_mkdir: Option<HookFunction>,
+) -> Result<PromiseRaw<'env, AcquireResult>> {
+    let sequence = crate::table::next_id();
+    env.spawn_future(acquire_async(request, after_parent_mkdir, sequence))
+}
+
+async fn acquire_async(
+    request: AcquireRequest,
+    after_parent_mkdir: Option<HookFunction>,
+    sequence: u64,
 ) -> Result<AcquireResult> {
     let cancel = take_cancel(request.cancel_token);
     let options = AcquireOptions {
@@ -211,6 +224,7 @@ pub async fn acquire_lock_native(
         policy: policy_of(request.owner_host_id, request.previous_owner_host_ids),
         cancel,
         after_parent_mkdir: after_parent_mkdir.map(hook_of),
+        sequence,
     };
     let result = acquire::acquire(options).await;
     forget_cancel(request.cancel_token);

@@ -285,7 +285,10 @@ mod tests {
         let result = publish_over(parent.as_fd(), OsStr::new("f.lock"), b"new owner", &judged);
         assert!(matches!(result, Ok(Takeover::Published(_))));
         assert_eq!(listing(&root), ["f.lock"]);
-        assert_eq!(std::fs::read(root.join("f.lock/info")).unwrap(), b"new owner");
+        assert_eq!(
+            std::fs::read(root.join("f.lock/info")).unwrap(),
+            b"new owner"
+        );
         std::fs::remove_dir_all(root).unwrap();
     }
 
@@ -303,7 +306,10 @@ mod tests {
         assert!(matches!(result, Ok(Takeover::NotJudged)));
         assert_eq!(listing(&root), ["f.lock"]);
         let after = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
-        assert!(successor.same_tree_as(&after), "the successor is back, untouched");
+        assert!(
+            successor.same_tree_as(&after),
+            "the successor is back, untouched"
+        );
         std::fs::remove_dir_all(root).unwrap();
     }
 

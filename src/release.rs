@@ -54,9 +54,9 @@ pub async fn release(id: u64) -> Result<(), ReleaseError> {
         BeginRelease::Unknown => ReleaseError::Unknown,
         BeginRelease::AlreadyReleasing => ReleaseError::AlreadyReleasing,
     })?;
-    let mut last = "unknown";
+    let mut last = Removal::Transient("unknown");
     for attempt in 0..RELEASE_RETRY_ATTEMPTS {
-        match remove_generation(&generation) {
+        last = match remove_generation(&generation) {
             Ok(()) => {
                 table::forget(id);
                 return Ok(());
@@ -65,20 +65,25 @@ pub async fn release(id: u64) -> Result<(), ReleaseError> {
                 table::forget(id);
                 return Err(ReleaseError::Missing);
             }
-            Err(Removal::OwnerChanged) => {
-                table::forget(id);
-                return Err(ReleaseError::OwnerChanged);
-            }
-            Err(Removal::Transient(code)) => {
-                last = code;
-                if attempt + 1 < RELEASE_RETRY_ATTEMPTS {
-                    tokio::time::sleep(Duration::from_millis(RELEASE_RETRY_DELAY_MS)).await;
-                }
-            }
+            // Retried too: a waiter taking over a stale lock holds our name
+            // for a few microseconds when what it swapped out was ours, and
+            // gives it back at once.
+            Err(other) => other,
+        };
+        if attempt + 1 < RELEASE_RETRY_ATTEMPTS {
+            tokio::time::sleep(Duration::from_millis(RELEASE_RETRY_DELAY_MS)).await;
         }
     }
-    table::mark_release_pending(id);
-    Err(ReleaseError::Pending(last))
+    match last {
+        Removal::Transient(code) => {
+            table::mark_release_pending(id);
+            Err(ReleaseError::Pending(code))
+        }
+        _ => {
+            table::forget(id);
+            Err(ReleaseError::OwnerChanged)
+        }
+    }
 }
 
 /// Retries, once each, the pending releases of `key` (called by an

@@ -150,16 +150,16 @@ pub fn take_pending_releases(key: &LockKey) -> Vec<Arc<Generation>> {
         .collect()
 }
 
-/// Joins the queue of `key`; `wake` is notified when the ticket becomes
-/// the head.
-pub fn enqueue(key: LockKey, wake: Arc<Notify>) -> Ticket {
-    let id = next_id();
-    table()
-        .queues
-        .entry(key.clone())
-        .or_default()
-        .push_back((id, wake));
-    Ticket { key, id }
+/// Joins the queue of `key` at the place of `sequence` (taken when the
+/// caller asked for the lock, so waiters are served in the order they
+/// asked even if their first attempts run in another order); `wake` is
+/// notified when the ticket becomes the head.
+pub fn enqueue(key: LockKey, sequence: u64, wake: Arc<Notify>) -> Ticket {
+    let mut table = table();
+    let queue = table.queues.entry(key.clone()).or_default();
+    let at = queue.partition_point(|(queued, _)| *queued < sequence);
+    queue.insert(at, (sequence, wake));
+    Ticket { key, id: sequence }
 }
 
 /// Whether the ticket is at the head of its queue (and may contend on disk).
@@ -199,10 +199,11 @@ mod tests {
     #[test]
     fn queue_is_fifo_and_wakes_the_next_head() {
         let key = PathBuf::from(format!("/queue-test-{}", next_id()));
-        let first = enqueue(key.clone(), Arc::new(Notify::new()));
         let second_wake = Arc::new(Notify::new());
-        let second = enqueue(key.clone(), second_wake.clone());
-        let third = enqueue(key.clone(), Arc::new(Notify::new()));
+        // Joined out of order: the queue follows the sequence numbers.
+        let third = enqueue(key.clone(), 30, Arc::new(Notify::new()));
+        let first = enqueue(key.clone(), 10, Arc::new(Notify::new()));
+        let second = enqueue(key.clone(), 20, second_wake.clone());
         assert!(is_head(&first));
         assert!(!is_head(&second));
         // A waiter behind the head leaving does not disturb the order.
