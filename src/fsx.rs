@@ -237,7 +237,6 @@ impl From<Errno> for ReadRefusal {
 /// The open uses `O_NOFOLLOW` (a symlink fails with `ELOOP`) and `O_NONBLOCK`
 /// (a FIFO swapped in opens without waiting for a writer, and is then refused
 /// by the `fstat` check before any read). Memory is bounded by `limit`.
-#[allow(dead_code, reason = "not called on every branch yet (lock engine)")]
 pub fn read_regular_bounded(
     dir: BorrowedFd<'_>,
     name: &OsStr,
@@ -296,7 +295,6 @@ pub fn read_fd_bounded(fd: BorrowedFd<'_>, limit: usize) -> Result<BoundedRead, 
 /// it. Existing directories are left as they are. Symlinked ancestors are
 /// followed here on purpose: the caller canonicalises afterwards and then
 /// works no-follow from the canonical parent.
-#[allow(dead_code, reason = "not called on every branch yet (lock engine)")]
 pub fn create_dir_all(path: &Path, mode: Mode) -> Result<(), Errno> {
     let mut missing = Vec::new();
     let mut cursor = path.to_path_buf();
@@ -325,20 +323,7 @@ pub fn create_dir_all(path: &Path, mode: Mode) -> Result<(), Errno> {
     Ok(())
 }
 
-/// `realpath(3)` of a directory, computed by the kernel: open it (following
-/// links, as realpath does) and read back `/proc/self/fd/N`.
-#[allow(dead_code, reason = "not called on every branch yet (lock engine)")]
-pub fn canonical_dir(path: &Path) -> Result<PathBuf, Errno> {
-    let fd = fs::open(
-        path,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    fd_path(fd.as_fd())
-}
-
 /// The path the kernel currently associates with an open descriptor.
-#[allow(dead_code, reason = "not called on every branch yet (lock engine)")]
 pub fn fd_path(fd: BorrowedFd<'_>) -> Result<PathBuf, Errno> {
     use std::os::fd::AsRawFd;
     let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
@@ -356,12 +341,6 @@ pub fn with_suffix(name: &OsStr, suffix: &str) -> OsString {
     let mut out = name.to_os_string();
     out.push(suffix);
     out
-}
-
-/// Joins a directory path and a single component.
-#[allow(dead_code, reason = "not called on every branch yet (lock engine)")]
-pub fn join(dir: &Path, name: &OsStr) -> PathBuf {
-    dir.join(name)
 }
 
 #[cfg(test)]
@@ -437,16 +416,6 @@ mod tests {
             let stat = fs::stat(root.join(dir)).unwrap();
             assert_eq!(stat.st_mode & 0o7777, 0o700, "{dir}");
         }
-        std::fs::remove_dir_all(root).unwrap();
-    }
-
-    #[test]
-    fn canonical_dir_resolves_symlinks() {
-        let root = tempdir("canon");
-        std::fs::create_dir(root.join("real")).unwrap();
-        std::os::unix::fs::symlink(root.join("real"), root.join("alias")).unwrap();
-        let canonical = canonical_dir(&root.join("alias")).unwrap();
-        assert_eq!(canonical, std::fs::canonicalize(root.join("real")).unwrap());
         std::fs::remove_dir_all(root).unwrap();
     }
 }

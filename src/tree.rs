@@ -343,7 +343,6 @@ pub fn exact_remove_tree_at(
 /// Removes `parent/name` in place (no detach) only if it is exactly
 /// `expected`: for a tree that already sits at a private name, such as
 /// `.removing` debris a crashed remover left behind.
-#[allow(dead_code, reason = "called by the lock engine (issue 3)")]
 pub fn remove_tree_in_place_at(
     parent: BorrowedFd<'_>,
     name: &OsStr,
