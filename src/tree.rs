@@ -423,17 +423,20 @@ fn delete_verified(
     drop(root);
     // The name must still be the root we emptied; rmdir removes only an
     // empty directory, so anything added meanwhile survives (ENOTEMPTY).
+    // If the name is gone, another remover took the empty root we left
+    // (a debris reaper removes an *empty* `<lock>.removing`): every entry
+    // we verified is deleted, so the removal is complete, not changed.
     match fsx::stat_nofollow(parent, name) {
         Ok(now) if fsx::same_inode(&now, root_stat) => {}
-        Ok(_) | Err(Errno::NOENT) => return Err(TreeError::TreeChanged),
+        Err(Errno::NOENT) => return Ok(()),
+        Ok(_) => return Err(TreeError::TreeChanged),
         Err(errno) => return Err(TreeError::Io(errno)),
     }
-    rename::retry_interrupted(|| fs::unlinkat(parent, name, AtFlags::REMOVEDIR)).map_err(|errno| {
-        match errno {
-            Errno::NOTEMPTY | Errno::EXIST | Errno::NOENT => TreeError::TreeChanged,
-            other => TreeError::Io(other),
-        }
-    })
+    match rename::retry_interrupted(|| fs::unlinkat(parent, name, AtFlags::REMOVEDIR)) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(Errno::NOTEMPTY | Errno::EXIST) => Err(TreeError::TreeChanged),
+        Err(other) => Err(TreeError::Io(other)),
+    }
 }
 
 /// Deletes the entries of `entries[next..]` that lie inside `dir_rel`
@@ -1079,6 +1082,37 @@ mod tests {
         );
         assert_eq!(result, Err(TreeError::TreeChanged));
         assert_eq!(std::fs::read(lock.join("info")).unwrap(), b"v2");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn deletion_is_complete_when_another_remover_takes_the_emptied_root() {
+        // Two releasers race on `<lock>.removing`: one empties it, the other
+        // reaps the empty directory before the first one's rmdir. The first
+        // removal must still succeed (its whole tree is gone), not report a
+        // changed tree that a release would then surface as EMISSING.
+        let root = tempdir("emptied-root-taken");
+        let lock = root.join("one");
+        std::fs::create_dir(&lock).unwrap();
+        std::fs::write(lock.join("info"), b"v1").unwrap();
+        let expected = snapshot_tree(&lock).unwrap();
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let root_fd = fsx::open_dir_nofollow(&lock).unwrap();
+        let root_stat = fs::fstat(&root_fd).unwrap();
+        // The other remover's view: the name goes away while we hold the fd.
+        std::fs::rename(&lock, root.join("elsewhere")).unwrap();
+        let result = delete_verified(
+            parent.as_fd(),
+            OsStr::new("one"),
+            root_fd,
+            &root_stat,
+            &expected,
+        );
+        assert_eq!(result, Ok(()));
+        assert_eq!(
+            std::fs::read_dir(root.join("elsewhere")).unwrap().count(),
+            0
+        );
         std::fs::remove_dir_all(root).unwrap();
     }
 

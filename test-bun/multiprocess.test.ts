@@ -1,0 +1,141 @@
+/**
+ * The multi-process evidence under Bun: mutual exclusion across processes,
+ * reclaim of a SIGKILLed holder, and the on-disk record bytes. Children run
+ * the `.mjs` fixtures under the same runtime (`process.execPath`: bun).
+ */
+import { afterEach, describe, expect, it } from "bun:test";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { acquireLock, processStartTime, withFileLock } from "../lib/index.ts";
+import {
+  cleanup,
+  debrisOf,
+  metric,
+  now,
+  psStartTime,
+  spawnFixture,
+  spawnHolder,
+  tempRoot,
+} from "../__test__/fixtures/children.ts";
+
+afterEach(cleanup);
+
+function readInfo(lockPath: string): { pid: number } {
+  return JSON.parse(fs.readFileSync(path.join(lockPath, "info"), "utf8"));
+}
+
+describe("under bun: mutual exclusion across processes", () => {
+  it("3 processes × 100 read-increment-write sections end at exactly 300, never two inside at once", async () => {
+    const root = tempRoot("exactlock-mp-bun-");
+    const counter = path.join(root, "counter");
+    const marker = path.join(root, "inside.marker");
+    fs.writeFileSync(counter, "0");
+    const workers = Array.from({ length: 3 }, () =>
+      spawnFixture("counter-worker.mjs", [counter, counter, marker, "100"]),
+    );
+    await Promise.all(workers.map((worker) => worker.nextLine("ready")));
+    const started = now();
+    for (const worker of workers) worker.send("go");
+    const results = await Promise.all(
+      workers.map(async (worker) => JSON.parse(await worker.nextLine("{", 170_000))),
+    );
+    const exits = await Promise.all(workers.map((worker) => worker.exited));
+    metric("bun: counter 3x100 wall ms", Math.round(now() - started));
+
+    expect(exits).toEqual(workers.map(() => ({ code: 0, signal: null })));
+    expect(results.map((r) => r.sections)).toEqual([100, 100, 100]);
+    expect(results.map((r) => r.violations)).toEqual([0, 0, 0]);
+    expect(fs.readFileSync(counter, "utf8")).toBe("300");
+    expect(fs.existsSync(marker)).toBe(false);
+    expect(debrisOf(root, "counter")).toEqual([]);
+  }, 180_000);
+});
+
+describe("under bun: a SIGKILLed holder costs nothing", () => {
+  it("a waiter with default options reclaims the lock of a holder SIGKILLed mid-section", async () => {
+    const root = tempRoot("exactlock-mp-bun-");
+    const file = path.join(root, "state.json");
+    const holder = await spawnHolder(file);
+    expect(readInfo(`${file}.lock`).pid).toBe(holder.pid);
+    const killedAt = now();
+    holder.proc.kill("SIGKILL");
+    let acquiredAt = 0;
+    const release = await acquireLock(file, {
+      onAcquired: () => {
+        acquiredAt = now();
+      },
+    });
+    metric("bun: reclaim latency, waiter started after the kill (ms)", +(acquiredAt - killedAt).toFixed(2));
+    expect(readInfo(`${file}.lock`).pid).toBe(process.pid);
+    await release();
+    expect(debrisOf(root, "state.json")).toEqual([]);
+    expect(acquiredAt - killedAt).toBeLessThan(3_000);
+  }, 30_000);
+
+  it("a waiter already waiting is woken by the holder's SIGKILL and reclaims the lock", async () => {
+    const root = tempRoot("exactlock-mp-bun-");
+    const file = path.join(root, "state.json");
+    const holder = await spawnHolder(file);
+    let acquiredAt = 0;
+    const waiting = acquireLock(file, {
+      onAcquired: () => {
+        acquiredAt = now();
+      },
+    });
+    await sleep(300);
+    expect(acquiredAt).toBe(0);
+    const killedAt = now();
+    holder.proc.kill("SIGKILL");
+    const release = await waiting;
+    metric("bun: reclaim latency, waiter already waiting (ms)", +(acquiredAt - killedAt).toFixed(2));
+    expect(readInfo(`${file}.lock`).pid).toBe(process.pid);
+    await release();
+    expect(debrisOf(root, "state.json")).toEqual([]);
+    expect(acquiredAt - killedAt).toBeLessThan(3_000);
+  }, 30_000);
+});
+
+describe("under bun: the record bytes", () => {
+  it("are JSON.stringify bytes with exactly pid, start_time, start_time_format, timestamp, owner_token in that order", async () => {
+    const root = tempRoot("exactlock-mp-bun-");
+    const file = path.join(root, "state.json");
+    const bytes = await withFileLock(file, async () => fs.readFileSync(`${file}.lock/info`, "utf8"));
+    const record = JSON.parse(bytes);
+    expect(bytes).toBe(JSON.stringify(record));
+    expect(Object.keys(record)).toEqual(["pid", "start_time", "start_time_format", "timestamp", "owner_token"]);
+    expect(record.pid).toBe(process.pid);
+    expect(record.start_time).toBe(psStartTime(process.pid));
+    expect(record.start_time_format).toBe("utc-v1");
+    expect(Number.isInteger(record.timestamp)).toBe(true);
+  });
+
+  it("carry owner_host_id last when ownerHostId is passed", async () => {
+    const root = tempRoot("exactlock-mp-bun-");
+    const file = path.join(root, "state.json");
+    const bytes = await withFileLock(file, async () => fs.readFileSync(`${file}.lock/info`, "utf8"), {
+      ownerHostId: "bun-host",
+    });
+    const record = JSON.parse(bytes);
+    expect(bytes).toBe(JSON.stringify(record));
+    expect(Object.keys(record)).toEqual([
+      "pid",
+      "start_time",
+      "start_time_format",
+      "timestamp",
+      "owner_token",
+      "owner_host_id",
+    ]);
+    expect(record.owner_host_id).toBe("bun-host");
+  });
+
+  it("of a holder child under bun name its ps start time, and processStartTime agrees with ps", async () => {
+    const root = tempRoot("exactlock-mp-bun-");
+    const file = path.join(root, "state.json");
+    const holder = await spawnHolder(file);
+    const record = JSON.parse(fs.readFileSync(`${file}.lock/info`, "utf8"));
+    expect(record.pid).toBe(holder.pid);
+    expect(record.start_time).toBe(psStartTime(holder.pid));
+    for (const pid of [process.pid, 1, holder.pid]) expect(processStartTime(pid)).toBe(psStartTime(pid));
+  });
+});
