@@ -222,7 +222,7 @@ impl Attempts<'_> {
             }
             immediate = 0;
             let exit = self.holder_exit(&holder);
-            if exit.is_none() && holder_is_local_and_live(&holder) {
+            if exit.is_none() && holder_exited_meanwhile(&holder) {
                 // The holder died between the probe and the pidfd: look again.
                 continue;
             }
@@ -374,6 +374,23 @@ impl Attempts<'_> {
 
 fn holder_is_local_and_live(holder: &Holder) -> bool {
     !holder.foreign && holder.verdict.liveness == Some(Liveness::Live)
+}
+
+/// Whether a holder judged live has exited since (the reason its pidfd could
+/// not be opened). Not so for this process, nor when pidfds are unavailable:
+/// then the waiter sleeps (timer and inotify) instead of looking again at once.
+fn holder_exited_meanwhile(holder: &Holder) -> bool {
+    holder_is_local_and_live(holder)
+        && holder
+            .record
+            .as_ref()
+            .and_then(OwnerRecord::pid_u32)
+            .is_some_and(|pid| {
+                matches!(
+                    process::probe(pid),
+                    process::Probe::Gone | process::Probe::Exited
+                )
+            })
 }
 
 fn io_error(lock_path: &Path, errno: Errno, what: &str) -> AcquireError {
