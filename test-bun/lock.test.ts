@@ -1,0 +1,155 @@
+/**
+ * A representative subset of the lock scenarios under Bun (the full port is
+ * in __test__/*.test.ts, run by vitest under Node). Scenario numbers refer
+ * to research/upstream.md §5.
+ */
+import { afterEach, describe, expect, it } from "bun:test";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import {
+  acquireLock,
+  FileLockAcquireError,
+  FileLockError,
+  genericFileLockDirStaleVerdict,
+  processStartTime,
+  readFileLockObservationForGc,
+  removeFileLockDirForGc,
+  withFileLock,
+} from "../lib/index.ts";
+
+const roots: string[] = [];
+afterEach(() => {
+  for (const root of roots.splice(0)) fs.rmSync(root, { recursive: true, force: true });
+});
+
+function tempFile(name = "state.json"): string {
+  const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-lock-bun-")));
+  roots.push(root);
+  return path.join(root, name);
+}
+
+/** A pid that ran and exited: made, not assumed. */
+async function deadPid(): Promise<number> {
+  const child = spawn(process.execPath, ["-e", ""], { stdio: "ignore" });
+  const pid = child.pid!;
+  await once(child, "exit");
+  return pid;
+}
+
+function writeLock(file: string, content: string): string {
+  const lockDir = `${file}.lock`;
+  fs.mkdirSync(lockDir, { mode: 0o700 });
+  fs.writeFileSync(path.join(lockDir, "info"), content, { mode: 0o600 });
+  return lockDir;
+}
+
+async function rejectionOf(promise: Promise<unknown>): Promise<any> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected a rejection");
+}
+
+const quick = { retries: 3, retryDelayMs: 5 };
+
+describe("exactlock under bun", () => {
+  it("#13 acquires with a canonical record and releases", async () => {
+    const file = tempFile();
+    const release = await acquireLock(file);
+    const record = JSON.parse(fs.readFileSync(`${file}.lock/info`, "utf8"));
+    expect(record.pid).toBe(process.pid);
+    expect(record.start_time_format).toBe("utc-v1");
+    expect(typeof record.owner_token).toBe("string");
+    await release();
+    expect(fs.existsSync(`${file}.lock`)).toBe(false);
+  });
+
+  it("withFileLock resolves with fn's value and releases", async () => {
+    const file = tempFile();
+    expect(await withFileLock(file, async () => fs.existsSync(`${file}.lock/info`))).toBe(true);
+    expect(fs.existsSync(`${file}.lock`)).toBe(false);
+  });
+
+  it("#15 reclaims a stale lock owned by a dead process", async () => {
+    const file = tempFile();
+    writeLock(file, JSON.stringify({ pid: await deadPid(), timestamp: Date.now() - 10_000 }));
+    const pid = await withFileLock(file, async () => JSON.parse(fs.readFileSync(`${file}.lock/info`, "utf8")).pid, quick);
+    expect(pid).toBe(process.pid);
+  });
+
+  it("#1 does not displace a live holder: FileLockAcquireError", async () => {
+    const file = tempFile();
+    const release = await acquireLock(file);
+    const error = await rejectionOf(acquireLock(file, quick));
+    expect(error).toBeInstanceOf(FileLockAcquireError);
+    expect(error.code).toBe("ELOCKED");
+    expect(error.lockPath).toBe(`${file}.lock`);
+    expect(error.holder).toContain(`pid ${process.pid} (live)`);
+    expect(fs.existsSync(`${file}.lock/info`)).toBe(true);
+    await release();
+  });
+
+  it("#21 keeps a malformed record", async () => {
+    const file = tempFile();
+    writeLock(file, "not-json");
+    const error = await rejectionOf(acquireLock(file, { ...quick, staleMs: 1 }));
+    expect(error).toBeInstanceOf(FileLockAcquireError);
+    expect(fs.readFileSync(`${file}.lock/info`, "utf8")).toBe("not-json");
+  });
+
+  it("rejects with signal.reason when aborted while waiting", async () => {
+    const file = tempFile();
+    const release = await acquireLock(file);
+    const controller = new AbortController();
+    const waiter = acquireLock(file, { signal: controller.signal, retries: 10_000, retryDelayMs: 100 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const reason = new Error("stop waiting");
+    controller.abort(reason);
+    expect(await rejectionOf(waiter)).toBe(reason);
+    await release();
+  });
+
+  it("rejects a second release with ERELEASED", async () => {
+    const file = tempFile();
+    const release = await acquireLock(file);
+    await release();
+    const error = await rejectionOf(release());
+    expect(error).toBeInstanceOf(FileLockError);
+    expect(error.code).toBe("ERELEASED");
+  });
+
+  it("#78 GC: observation, stale verdict and identity-bound removal of a dead owner's lock", async () => {
+    const file = tempFile();
+    const lockDir = writeLock(file, JSON.stringify({ pid: await deadPid(), timestamp: 1000 }));
+    const observation = await readFileLockObservationForGc(lockDir);
+    expect(observation?.info.timestamp).toBe(1000);
+    const verdict = await genericFileLockDirStaleVerdict(lockDir, 10_000);
+    expect(verdict).toEqual({ stale: true, identity: observation!.identity });
+    expect(await removeFileLockDirForGc(lockDir, { ...observation!.info })).toBe("owner_changed");
+    expect(await removeFileLockDirForGc(lockDir, observation!.info, observation!.identity)).toBe("removed");
+    expect(fs.existsSync(lockDir)).toBe(false);
+  });
+
+  it("await using releases the lock at the end of the block (Symbol.asyncDispose)", async () => {
+    const file = tempFile();
+    {
+      await using release = await acquireLock(file);
+      expect(release[Symbol.asyncDispose]).toBe(release);
+      expect(fs.existsSync(`${file}.lock/info`)).toBe(true);
+    }
+    expect(fs.existsSync(`${file}.lock`)).toBe(false);
+  });
+
+  it("#12 processStartTime equals ps -o lstart= under LC_ALL=C TZ=UTC; null for a dead pid", async () => {
+    const ps = Bun.spawnSync(["ps", "-o", "lstart=", "-p", String(process.pid)], {
+      env: { ...process.env, LC_ALL: "C", TZ: "UTC" },
+    });
+    expect(processStartTime(process.pid)).toBe(ps.stdout.toString().trim());
+    expect(processStartTime(await deadPid())).toBeNull();
+  });
+});
