@@ -40,6 +40,7 @@ import {
   FileLockError,
   FileLockTestHooks,
   inspectLock,
+  clearFaultsForTesting,
   injectFaultForTesting,
   processStartTime,
   withFileLock,
@@ -239,27 +240,29 @@ describe("exhaustion diagnostics", () => {
     const file = path.join(makeRoot(), "state.json");
     const record = canonicalRecord(await deadPid(), { start_time: "Wed Dec  2 08:36:20 2026", owner_host_id: "this-host" });
     writeLock(file, record);
-    // A `.removing` sibling that is not provably abandoned makes the exact
-    // removal refuse (quarantine_collision): the real-filesystem stand-in
-    // for upstream's refusing removal hook.
-    const blocker = `${lockPathOf(file)}.removing`;
-    fs.mkdirSync(blocker);
-    fs.writeFileSync(path.join(blocker, "info"), "not-json");
-    const error = await expectLocked(file, { ownerHostId: "this-host", retries: 2, retryDelayMs: 1 });
-    expect(error.holder).toBe(`held by pid ${record.pid} on host this-host (dead) since ${iso(record.timestamp!)}`);
+    // The fault seam refuses the reclaim: the stand-in for upstream's
+    // refusing removal hook.
+    injectFaultForTesting("reclaim", "EACCES");
+    try {
+      const error = await expectLocked(file, { ownerHostId: "this-host", retries: 2, retryDelayMs: 1 });
+      expect(error.holder).toBe(`held by pid ${record.pid} on host this-host (dead) since ${iso(record.timestamp!)}`);
+    } finally {
+      clearFaultsForTesting();
+    }
     expect(readInfo(file)).toBe(recordJson(record));
-    expect(fs.readFileSync(path.join(blocker, "info"), "utf8")).toBe("not-json");
   });
 
   it("#91 reports a zombie local holder whose removal is refused as dead but not reaped", async () => {
     const file = path.join(makeRoot(), "state.json");
     const record = canonicalRecord(await zombiePid(), { owner_host_id: "this-host" });
     writeLock(file, record);
-    const blocker = `${lockPathOf(file)}.removing`;
-    fs.mkdirSync(blocker);
-    fs.writeFileSync(path.join(blocker, "info"), "not-json");
-    const error = await expectLocked(file, { ownerHostId: "this-host", retries: 2, retryDelayMs: 1 });
-    expect(error.holder).toContain(`pid ${record.pid} on host this-host (dead but not reaped)`);
+    injectFaultForTesting("reclaim", "EACCES");
+    try {
+      const error = await expectLocked(file, { ownerHostId: "this-host", retries: 2, retryDelayMs: 1 });
+      expect(error.holder).toContain(`pid ${record.pid} on host this-host (dead but not reaped)`);
+    } finally {
+      clearFaultsForTesting();
+    }
     expect(readInfo(file)).toBe(recordJson(record));
   });
 

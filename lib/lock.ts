@@ -57,10 +57,10 @@ function hookFor(thrown: { error?: unknown }): ((lockPath: string) => Promise<vo
   };
 }
 
-function makeRelease(generation: string): LockRelease {
+function makeRelease(generation: string, lockPath: string): LockRelease {
   let inflight: Promise<void> | undefined;
   const release = (() => {
-    inflight ??= releaseGeneration(generation).finally(() => {
+    inflight ??= releaseGeneration(generation, lockPath).finally(() => {
       inflight = undefined;
     });
     return inflight;
@@ -69,9 +69,9 @@ function makeRelease(generation: string): LockRelease {
   return release;
 }
 
-async function releaseGeneration(generation: string): Promise<void> {
+async function releaseGeneration(generation: string, lockPath: string): Promise<void> {
   const failure = await native.releaseLockNative(generation);
-  if (failure) throw errorFromFailure(failure);
+  if (failure) throw errorFromFailure({ ...failure, lockPath: failure.lockPath ?? lockPath });
 }
 
 function acquireError(
@@ -126,7 +126,7 @@ export async function acquireLock(filePath: string, options?: FileLockOptions): 
   if (!result.lock) {
     throw acquireError(path, resolved, result.failure!, signal, thrown.error);
   }
-  const release = makeRelease(result.lock.generation);
+  const release = makeRelease(result.lock.generation, result.lock.lockPath);
   if (resolved.onAcquired) await runOnAcquired(resolved.onAcquired, release);
   return release;
 }

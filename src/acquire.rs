@@ -242,8 +242,7 @@ impl Attempts<'_> {
             parent,
             parent_path,
             lock_name: self.lock_name.clone(),
-            root_dev: published.root_dev,
-            root_ino: published.root_ino,
+            root: published.root,
             record_bytes: record,
             owner_token: self.owner_token.clone(),
             policy: self.options.policy.clone(),
@@ -356,6 +355,10 @@ impl Attempts<'_> {
         record: &[u8],
         judged: &TreeSnapshot,
     ) -> Result<Judged, AcquireError> {
+        if crate::faults::check("reclaim").is_err() {
+            // Test seam: the reclaim is refused; the stale holder stays.
+            return Ok(Judged::Held(self.holder_now(parent)));
+        }
         match publish_over(parent, &self.lock_name, record, judged) {
             Ok(Takeover::Published(published)) => return Ok(Judged::Won(published)),
             Ok(Takeover::NotJudged) | Ok(Takeover::Vanished) => return Ok(Judged::Retry),

@@ -15,7 +15,6 @@ use rustix::fd::{AsFd, BorrowedFd};
 use rustix::fs::{Dir, OFlags};
 
 use crate::fsx;
-use crate::identity::is_empty_dir;
 use crate::observe::{Observation, Owner, observe};
 use crate::process::{self, Probe};
 use crate::publish::staging_pid;
@@ -41,13 +40,19 @@ pub fn reap_removing(parent: BorrowedFd<'_>, lock_name: &OsStr, policy: &HostPol
     };
     let abandoned = match &observation {
         Observation::Missing => return true,
-        Observation::Lock { snapshot, owner } => match owner {
-            Owner::NoRecord { .. } => is_empty_dir(snapshot),
+        // Only a remover ever creates this name, after verifying what it
+        // detached; so what stands here is garbage, with one exception: a
+        // remover that detached a live successor by mistake and is about
+        // to put it back. That tree holds a valid record of a live (or
+        // unprovable) owner, and only that is kept. An empty directory, or
+        // one whose `info` is empty or partial, is the residue of a remover
+        // that was killed mid-deletion (or of the original module's scrub).
+        Observation::Lock { owner, .. } => match owner {
             Owner::Valid { record, .. } => {
                 !policy.is_foreign(record.owner_host_id.as_deref())
                     && liveness_of(record, process::probe).proves_gone()
             }
-            Owner::Malformed | Owner::Unrecognized => false,
+            Owner::NoRecord { .. } | Owner::Malformed | Owner::Unrecognized => true,
         },
         Observation::Refused { .. } | Observation::Transient { .. } => false,
     };

@@ -12,6 +12,7 @@ pub const STEPS: &[&str] = &[
     "publish.stage",
     "publish.rename",
     "observe",
+    "reclaim",
     "release.snapshot",
     "release.remove",
 ];

@@ -9,7 +9,7 @@
 
 use std::ffi::{OsStr, OsString};
 
-use rustix::fd::{AsFd, BorrowedFd};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self, AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
@@ -24,8 +24,11 @@ const INFO_MODE: u32 = 0o600;
 /// What a publication left on disk.
 #[derive(Debug)]
 pub struct Published {
-    pub root_dev: u64,
-    pub root_ino: u64,
+    /// The published directory, kept open by its holder. An inode with an
+    /// open descriptor is never freed, so while the lock is held no other
+    /// directory can be given its inode number: a byte-identical copy made
+    /// after someone removed the lock can never pass for it at release.
+    pub root: OwnedFd,
 }
 
 /// The result of one publication attempt.
@@ -207,11 +210,7 @@ fn stage(
     fs::fchmod(&info, Mode::from_raw_mode(INFO_MODE)).map_err(PublishError::Os)?;
     write_all(info.as_fd(), record).map_err(PublishError::Os)?;
     drop(info);
-    let root = fs::fstat(&dir).map_err(PublishError::Os)?;
-    Ok(Published {
-        root_dev: root.st_dev,
-        root_ino: root.st_ino,
-    })
+    Ok(Published { root: dir })
 }
 
 fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> Result<(), Errno> {

@@ -115,8 +115,9 @@ pub fn remove_generation(generation: &Arc<Generation>) -> Result<(), Removal> {
         }
     };
     let our_digest = sha256_hex(&generation.record_bytes);
-    let ours = snapshot.root_dev == generation.root_dev
-        && snapshot.root_ino == generation.root_ino
+    let root = rustix::fs::fstat(&generation.root).map_err(|_| Removal::Transient("io_error"))?;
+    let ours = snapshot.root_dev == root.st_dev
+        && snapshot.root_ino == root.st_ino
         && info_entry(&snapshot).and_then(|info| info.sha256.as_deref()) == Some(&our_digest);
     if !ours {
         return Err(Removal::OwnerChanged);

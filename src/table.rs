@@ -31,8 +31,10 @@ pub struct Generation {
     pub parent: OwnedFd,
     pub parent_path: PathBuf,
     pub lock_name: OsString,
-    pub root_dev: u64,
-    pub root_ino: u64,
+    /// The published directory, held open so its inode number cannot be
+    /// recycled for a copy while this generation lives; its dev/ino are
+    /// what release compares against.
+    pub root: OwnedFd,
     /// The exact record bytes this generation wrote.
     pub record_bytes: Vec<u8>,
     pub owner_token: String,
