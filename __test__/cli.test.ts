@@ -1,0 +1,342 @@
+/**
+ * The exactlock command, driven as a user would: real processes, real
+ * locks on disk, real signals.
+ */
+import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { CLI, deadOwnerLock, makeTempDir, type Proc, removeDir, runCli, startCli, startHolder } from "./cli-helpers.ts";
+
+let dir: string;
+const running: Proc[] = [];
+
+beforeEach(() => {
+  dir = makeTempDir("cli");
+});
+
+afterEach(async () => {
+  for (const proc of running.splice(0)) {
+    proc.kill("SIGKILL");
+    await proc.exited;
+  }
+  removeDir(dir);
+});
+
+async function holder(file: string): Promise<Proc> {
+  const proc = await startHolder(file);
+  running.push(proc);
+  return proc;
+}
+
+const node = process.execPath;
+
+describe("exactlock run", () => {
+  it("exits with CMD's status (0 and 3) and leaves no lock behind", async () => {
+    const file = path.join(dir, "state.json");
+    const ok = await runCli(["run", file, "--", node, "-e", "process.exit(0)"]);
+    expect(ok.status).toBe(0);
+    const three = await runCli(["run", file, "--", node, "-e", "process.exit(3)"]);
+    expect(three.status).toBe(3);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("holds the lock while CMD runs: CMD sees its own exactlock as the live holder", async () => {
+    const file = path.join(dir, "state.json");
+    const result = await runCli(["run", file, "--", node, CLI, "status", "--json", file]);
+    expect(result.status).toBe(0);
+    const [entry] = JSON.parse(result.stdout) as Array<{ verdict: string; holder: { pid: number; liveness: string } }>;
+    expect(entry!.verdict).toBe("held");
+    expect(entry!.holder.liveness).toBe("live");
+    expect(existsSync(`${file}.lock`)).toBe(false);
+  });
+
+  it("waits while another process holds the lock, then runs CMD after the holder released", async () => {
+    const file = path.join(dir, "state.json");
+    const first = await holder(file);
+    const run = startCli(["run", file, "--wait", "20000", "--", node, "-e", "console.log(JSON.stringify({ ran: Date.now() }))"]);
+    running.push(run);
+    // It keeps waiting while the holder holds: no CMD output, still running.
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    expect(run.stdout).toBe("");
+    expect(run.child.exitCode).toBeNull();
+    first.kill("SIGTERM");
+    const { releasing } = await first.waitForLine<{ releasing?: number }>((line) => line.releasing !== undefined);
+    const { ran } = await run.waitForLine<{ ran?: number }>((line) => line.ran !== undefined);
+    expect((await run.exited).status).toBe(0);
+    expect(ran!).toBeGreaterThanOrEqual(releasing!);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("exits 75 without running CMD when the holder keeps the lock past --wait, and leaves the holder's lock alone", async () => {
+    const file = path.join(dir, "state.json");
+    const first = await holder(file);
+    const result = await runCli(["run", file, "--wait", "300", "--", node, "-e", "console.log('ran')"]);
+    expect(result.status).toBe(75);
+    expect(result.stdout).not.toContain("ran");
+    expect(result.stderr).toContain(`pid ${first.pid}`);
+    const status = await runCli(["status", "--json", file]);
+    expect(JSON.parse(status.stdout)[0].holder.pid).toBe(first.pid);
+  });
+
+  it("--wait 0 makes one attempt: a free lock is taken, a held one gives 75", async () => {
+    const free = path.join(dir, "free");
+    expect((await runCli(["run", free, "--wait", "0", "--", node, "-e", ""])).status).toBe(0);
+    const held = path.join(dir, "held");
+    await holder(held);
+    expect((await runCli(["run", held, "--wait", "0", "--", node, "-e", ""])).status).toBe(75);
+  });
+
+  it("reclaims the lock of a dead owner at once and runs CMD", async () => {
+    const file = path.join(dir, "state.json");
+    await deadOwnerLock(file);
+    const result = await runCli(["run", file, "--wait", "0", "--", node, "-e", "process.exit(5)"]);
+    expect(result.status).toBe(5);
+    expect(existsSync(`${file}.lock`)).toBe(false);
+  });
+
+  it("forwards SIGTERM to CMD and exits with CMD's own status", async () => {
+    const file = path.join(dir, "state.json");
+    const script =
+      "process.on('SIGTERM', () => { console.log(JSON.stringify({ got: 'SIGTERM' })); process.exit(7); });" +
+      "console.log(JSON.stringify({ ready: true })); setInterval(() => {}, 1000);";
+    const run = startCli(["run", file, "--", node, "-e", script]);
+    running.push(run);
+    await run.waitForLine<{ ready?: boolean }>((line) => line.ready === true);
+    run.child.kill("SIGTERM");
+    await run.waitForLine<{ got?: string }>((line) => line.got === "SIGTERM");
+    expect((await run.exited).status).toBe(7);
+    expect(existsSync(`${file}.lock`)).toBe(false);
+  });
+
+  it("exits 128 + N when CMD dies of signal N (SIGTERM forwarded: 143)", async () => {
+    const file = path.join(dir, "state.json");
+    const run = startCli(["run", file, "--", node, "-e", "console.log(JSON.stringify({ ready: true })); setInterval(() => {}, 1000);"]);
+    running.push(run);
+    await run.waitForLine<{ ready?: boolean }>((line) => line.ready === true);
+    run.child.kill("SIGTERM");
+    expect((await run.exited).status).toBe(143);
+    expect(existsSync(`${file}.lock`)).toBe(false);
+  });
+
+  it("a signal while waiting gives up the wait (128 + N) and leaves the holder's lock alone", async () => {
+    const file = path.join(dir, "state.json");
+    const first = await holder(file);
+    const run = startCli(["run", file, "--wait", "60000", "--", node, "-e", "console.log('ran')"]);
+    running.push(run);
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    run.child.kill("SIGINT");
+    const result = await run.exited;
+    expect(result.status).toBe(130);
+    expect(result.stdout).not.toContain("ran");
+    const status = await runCli(["status", "--json", file]);
+    expect(JSON.parse(status.stdout)[0].holder.pid).toBe(first.pid);
+  });
+
+  it("exits 127 when CMD does not exist, and releases the lock", async () => {
+    const file = path.join(dir, "state.json");
+    const result = await runCli(["run", file, "--", path.join(dir, "no-such-command")]);
+    expect(result.status).toBe(127);
+    expect(existsSync(`${file}.lock`)).toBe(false);
+  });
+});
+
+describe("exactlock status", () => {
+  it("names a live holder's pid, says it is live and not stale", async () => {
+    const file = path.join(dir, "state.json");
+    const first = await holder(file);
+    const text = await runCli(["status", file]);
+    expect(text.status).toBe(0);
+    expect(text.stdout).toContain(`${file}: held`);
+    expect(text.stdout).toContain(`pid ${first.pid}, live`);
+    expect(text.stdout).toContain("not stale (owner_alive)");
+    const json = await runCli(["status", "--json", file]);
+    const [entry] = JSON.parse(json.stdout);
+    expect(entry).toMatchObject({
+      filePath: file,
+      lockPath: `${file}.lock`,
+      state: "record",
+      verdict: "held",
+      stale: false,
+      reason: "owner_alive",
+      holder: { pid: first.pid, liveness: "live", foreign: false },
+    });
+    expect(entry.ageMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it("says free for a free lock (exit 0)", async () => {
+    const file = path.join(dir, "state.json");
+    const text = await runCli(["status", file]);
+    expect(text.status).toBe(0);
+    expect(text.stdout.split("\n")[0]).toBe(`${file}: free`);
+    const [entry] = JSON.parse((await runCli(["status", "--json", file])).stdout);
+    expect(entry).toMatchObject({ state: "free", verdict: "free", stale: false });
+  });
+
+  it("says stale for a dead owner's lock, and reports several files in order", async () => {
+    const dead = path.join(dir, "dead");
+    const pid = await deadOwnerLock(dead);
+    const free = path.join(dir, "free");
+    const json = JSON.parse((await runCli(["status", "--json", dead, free])).stdout);
+    expect(json.map((entry: { verdict: string }) => entry.verdict)).toEqual(["stale", "free"]);
+    expect(json[0].holder).toMatchObject({ pid, liveness: "dead" });
+    expect(json[0].reason).toBe("owner_dead");
+    expect((await runCli(["status", dead])).stdout).toContain("stale (owner_dead)");
+  });
+
+  it("resolves a relative FILE against the working directory", async () => {
+    const proc = startCli(["status", "--json", "relative.json"], { cwd: dir });
+    const [entry] = JSON.parse((await proc.exited).stdout);
+    expect(entry.filePath).toBe(path.join(dir, "relative.json"));
+  });
+});
+
+describe("exactlock gc", () => {
+  /** DIR with a dead owner's lock (two levels down too), a live one, a malformed one and a symlink. */
+  async function scene(): Promise<{ root: string; live: Proc; outside: string }> {
+    const root = path.join(dir, "tree");
+    mkdirSync(path.join(root, "sub", "deeper"), { recursive: true });
+    await deadOwnerLock(path.join(root, "dead"));
+    await deadOwnerLock(path.join(root, "sub", "deeper", "dead2"));
+    const live = await holder(path.join(root, "live"));
+    mkdirSync(path.join(root, "bad.lock"));
+    writeFileSync(path.join(root, "bad.lock", "info"), "{not json");
+    // The symlink points at a real dead owner's lock outside DIR: following it would remove that.
+    const outside = path.join(dir, "outside");
+    await deadOwnerLock(outside);
+    symlinkSync(`${outside}.lock`, path.join(root, "sym.lock"));
+    writeFileSync(path.join(root, "Cargo.lock"), "a regular file named like a lock");
+    return { root, live, outside };
+  }
+
+  function lockDirs(root: string): string[] {
+    const found: string[] = [];
+    const walk = (at: string) => {
+      for (const entry of readdirSync(at, { withFileTypes: true })) {
+        const full = path.join(at, entry.name);
+        if (entry.name.endsWith(".lock")) found.push(path.relative(root, full));
+        else if (entry.isDirectory()) walk(full);
+      }
+    };
+    walk(root);
+    return found.sort();
+  }
+
+  const ALL = ["Cargo.lock", "bad.lock", "dead.lock", "live.lock", "sub/deeper/dead2.lock", "sym.lock"];
+
+  it("--dry-run removes nothing and says what it would remove", async () => {
+    const { root } = await scene();
+    const result = await runCli(["gc", "--dry-run", root]);
+    expect(result.status).toBe(0);
+    expect(lockDirs(root)).toEqual(ALL);
+    expect(result.stdout).toMatch(/would remove\s+\S*\/dead\.lock/);
+    expect(result.stdout).toContain("dry run: nothing removed");
+  });
+
+  it("removes the dead owners' locks and keeps the live, malformed and symlinked ones", async () => {
+    const { root, live, outside } = await scene();
+    const result = await runCli(["gc", root]);
+    expect(result.status).toBe(0);
+    expect(lockDirs(root)).toEqual(["Cargo.lock", "bad.lock", "live.lock", "sym.lock"]);
+    expect(existsSync(path.join(`${outside}.lock`, "info"))).toBe(true);
+    expect(result.stdout).toMatch(/removed\s+\S*\/dead\.lock/);
+    expect(result.stdout).toMatch(/kept\s+\S*\/live\.lock\n\s+owner_alive/);
+    expect(result.stdout).toMatch(/kept\s+\S*\/bad\.lock\n\s+malformed_record/);
+    expect(result.stdout).toMatch(/kept\s+\S*\/sym\.lock\n\s+symlink/);
+    const status = JSON.parse((await runCli(["status", "--json", path.join(root, "live")])).stdout);
+    expect(status[0].holder.pid).toBe(live.pid);
+  });
+
+  it("--json reports every decision as data", async () => {
+    const { root } = await scene();
+    const result = await runCli(["gc", "--json", root]);
+    expect(result.status).toBe(0);
+    const report = JSON.parse(result.stdout);
+    const byName = Object.fromEntries(
+      report.decisions.map((d: { lockPath: string; action: string; reason: string }) => [
+        path.relative(root, d.lockPath),
+        [d.action, d.reason],
+      ]),
+    );
+    expect(byName).toEqual({
+      "bad.lock": ["kept", "malformed_record"],
+      "dead.lock": ["removed", "owner_dead"],
+      "live.lock": ["kept", "owner_alive"],
+      "sub/deeper/dead2.lock": ["removed", "owner_dead"],
+      "sym.lock": ["kept", "symlink"],
+    });
+    expect(report.counts).toEqual({ removed: 2, would_remove: 0, kept: 3, gone: 0 });
+    expect(report.dryRun).toBe(false);
+  });
+
+  it("keeps an ownerless (empty) lock dir even when it is older than --stale-ms", async () => {
+    const root = path.join(dir, "tree");
+    mkdirSync(path.join(root, "empty.lock"), { recursive: true });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const report = JSON.parse((await runCli(["gc", "--json", "--stale-ms", "1", root])).stdout);
+    expect(report.decisions).toMatchObject([{ action: "kept", reason: "no_owner_record" }]);
+    expect(existsSync(path.join(root, "empty.lock"))).toBe(true);
+  });
+
+  it("fails with exit 1 when DIR does not exist", async () => {
+    const result = await runCli(["gc", path.join(dir, "missing")]);
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain("missing");
+  });
+});
+
+describe("exactlock demo", () => {
+  it("--seconds 3 --procs 3 finishes with sections, kills, 0 violations and 0 lost updates", async () => {
+    const result = await runCli(["demo", "--seconds", "3", "--procs", "3", "--json"], 60_000);
+    const summary = JSON.parse(result.stdout);
+    expect(summary).toMatchObject({ violations: 0, lostUpdates: 0, lockLeftBehind: false, workerErrors: [], ok: true });
+    expect(summary.sections).toBeGreaterThan(0);
+    expect(summary.kills).toBeGreaterThan(0);
+    expect(summary.handoff.n).toBeGreaterThan(0);
+    expect(result.status).toBe(0);
+  }, 60_000);
+
+  it("prints a readable summary", async () => {
+    const result = await runCli(["demo", "--seconds", "2", "--procs", "2"], 60_000);
+    expect(result.stdout).toMatch(/sections\s+\d+/);
+    expect(result.stdout).toMatch(/hand-off latency\s+p50 /);
+    expect(result.stdout).toMatch(/violations\s+0/);
+    expect(result.status).toBe(0);
+  }, 60_000);
+});
+
+describe("usage", () => {
+  it.each([
+    [[]],
+    [["frobnicate"]],
+    [["status"]],
+    [["status", "--bogus", "x"]],
+    [["run", "/tmp/x"]],
+    [["run", "/tmp/x", "--"]],
+    [["run", "--", "true"]],
+    [["run", "/tmp/x", "--wait", "soon", "--", "true"]],
+    [["run", "/tmp/x", "--retry-delay", "0", "--", "true"]],
+    [["gc"]],
+    [["gc", "a", "b"]],
+    [["demo", "--procs", "1"]],
+    [["demo", "--seconds", "x"]],
+    [["demo", "extra"]],
+  ])("exactlock %j exits 2 with a message", async (args) => {
+    const result = await runCli(args);
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(/^exactlock: .+\nRun 'exactlock( \w+)? --help' for usage\.\n$/);
+  });
+
+  it.each([["--help"], ["status --help"], ["run --help"], ["gc --help"], ["demo --help"]])(
+    "exactlock %s prints usage and exits 0",
+    async (args) => {
+      const result = await runCli(args.split(" "));
+      expect(result.status).toBe(0);
+      expect(result.stdout).toMatch(/^Usage: exactlock /);
+    },
+  );
+
+  it("--version prints the package version", async () => {
+    const result = await runCli(["--version"]);
+    expect(result.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
+  });
+});

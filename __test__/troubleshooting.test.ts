@@ -1,0 +1,129 @@
+/**
+ * The README's troubleshooting table, one test per error code: each code is
+ * produced the way the README says, with the class and message it names.
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  acquireLock,
+  clearFaultsForTesting,
+  FileLockAcquireError,
+  FileLockError,
+  injectFaultForTesting,
+  withFileLock,
+} from "../lib/index.ts";
+import { makeTempDir, removeDir } from "./cli-helpers.ts";
+
+let dir: string;
+beforeEach(() => {
+  dir = makeTempDir("trouble");
+});
+afterEach(() => {
+  clearFaultsForTesting();
+  removeDir(dir);
+});
+
+describe("troubleshooting by error code", () => {
+  it("ELOCKED: FileLockAcquireError naming the lock path and the live holder when the budget runs out", async () => {
+    const file = path.join(dir, "state.json");
+    const release = await acquireLock(file);
+    const error = await acquireLock(file, { retries: 2, retryDelayMs: 50 }).catch((e: unknown) => e);
+    await release();
+    expect(error).toBeInstanceOf(FileLockAcquireError);
+    expect(error).toMatchObject({ code: "ELOCKED", lockPath: `${file}.lock`, filePath: file });
+    expect((error as FileLockAcquireError).holder).toContain(`pid ${process.pid} (live)`);
+    expect((error as Error).message).toContain("a live owner is never displaced");
+  });
+
+  it("ERELEASED: releasing twice", async () => {
+    const release = await acquireLock(path.join(dir, "state.json"));
+    await release();
+    const error = await release().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(FileLockError);
+    expect(error).toMatchObject({ code: "ERELEASED" });
+  });
+
+  it("EMISSING: the lock dir was removed by someone else before the release", async () => {
+    const file = path.join(dir, "state.json");
+    const release = await acquireLock(file);
+    rmSync(`${file}.lock`, { recursive: true });
+    await expect(release()).rejects.toMatchObject({ code: "EMISSING", message: "Failed to release file lock: missing." });
+  });
+
+  it("EOWNERCHANGED: another owner's record stands at the lock path at release; it is left alone", async () => {
+    const file = path.join(dir, "state.json");
+    const release = await acquireLock(file);
+    rmSync(`${file}.lock`, { recursive: true });
+    mkdirSync(`${file}.lock`);
+    writeFileSync(path.join(`${file}.lock`, "info"), JSON.stringify({ pid: process.pid, timestamp: 1 }));
+    await expect(release()).rejects.toMatchObject({
+      code: "EOWNERCHANGED",
+      message: "Failed to release file lock: owner_changed.",
+    });
+    expect(JSON.parse(readFileSync(path.join(`${file}.lock`, "info"), "utf8"))).toEqual({
+      pid: process.pid,
+      timestamp: 1,
+    });
+  });
+
+  it("ENOTDIR: a component of the lock's parent path is a file", async () => {
+    writeFileSync(path.join(dir, "file"), "");
+    await expect(acquireLock(path.join(dir, "file", "state.json"))).rejects.toMatchObject({
+      name: "FileLockError",
+      code: "ENOTDIR",
+    });
+  });
+
+  it("ENAMETOOLONG: the lock's name is longer than the filesystem allows", async () => {
+    await expect(acquireLock(path.join(dir, "x".repeat(300)))).rejects.toMatchObject({
+      name: "FileLockError",
+      code: "ENAMETOOLONG",
+    });
+  });
+
+  it("EACCES: the lock record cannot be written (injected: this suite may run as root)", async () => {
+    injectFaultForTesting("publish.stage", "EACCES");
+    const error = await acquireLock(path.join(dir, "state.json")).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(FileLockError);
+    expect(error).toMatchObject({ code: "EACCES", lockPath: path.join(dir, "state.json.lock") });
+  });
+
+  it("ERR_INVALID_ARG_VALUE: TypeError for a relative path or a negative option, before touching the disk", async () => {
+    await expect(acquireLock("state.json")).rejects.toMatchObject({ name: "TypeError", code: "ERR_INVALID_ARG_VALUE" });
+    const file = path.join(dir, "sub", "state.json");
+    await expect(acquireLock(file, { retries: -1 })).rejects.toMatchObject({
+      name: "TypeError",
+      code: "ERR_INVALID_ARG_VALUE",
+    });
+    expect(existsSync(path.join(dir, "sub"))).toBe(false);
+  });
+
+  it("abort: rejects with the signal's reason (AbortError, TimeoutError), already aborted or while waiting", async () => {
+    const file = path.join(dir, "state.json");
+    const aborted = new AbortController();
+    aborted.abort();
+    await expect(acquireLock(file, { signal: aborted.signal })).rejects.toMatchObject({ name: "AbortError" });
+    const release = await acquireLock(file);
+    await expect(acquireLock(file, { signal: AbortSignal.timeout(100) })).rejects.toMatchObject({ name: "TimeoutError" });
+    const custom = new AbortController();
+    const reason = new Error("shutting down");
+    setTimeout(() => custom.abort(reason), 50);
+    await expect(acquireLock(file, { signal: custom.signal })).rejects.toBe(reason);
+    await release();
+  });
+
+  it("AggregateError: withFileLock's fn and the release both failed", async () => {
+    const file = path.join(dir, "state.json");
+    const error = await withFileLock(file, async () => {
+      rmSync(`${file}.lock`, { recursive: true });
+      throw new Error("body failed");
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AggregateError);
+    expect((error as AggregateError).message).toBe("File lock operation and release both failed.");
+    expect((error as AggregateError).errors.map((e: { message: string }) => e.message)).toEqual([
+      "body failed",
+      "Failed to release file lock: missing.",
+    ]);
+  });
+});

@@ -1,0 +1,88 @@
+/**
+ * The `exactlock` command: see, run under, and clean up locks.
+ *
+ *   exactlock status FILE...          who holds it, alive?, how old, verdict
+ *   exactlock run FILE -- CMD ...     hold the lock while CMD runs
+ *   exactlock gc DIR                  remove provably stale locks below DIR
+ *   exactlock demo                    processes contending, with crashes
+ *
+ * Lock logic lives in the library; this file only parses, dispatches and
+ * maps failures to exit statuses (0 ok, 1 failure, 2 usage, 75 lock busy).
+ */
+import { UsageError } from "./cli/args.js";
+import { demoCommand } from "./cli/demo.js";
+import { gcCommand } from "./cli/gc.js";
+import { runCommand } from "./cli/run.js";
+import { statusCommand } from "./cli/status.js";
+
+export const EXIT_USAGE = 2;
+
+export const GLOBAL_HELP = `Usage: exactlock <command> [options]
+
+A cross-process lock for a file path: the lock of FILE is the directory
+FILE.lock with an owner record (pid, start time, timestamp, token).
+
+Commands:
+  status FILE...             who holds each lock, is it alive, how old, would
+                             a waiter reclaim it (--json)
+  run FILE [--wait MS] -- CMD [ARGS...]
+                             hold the lock while CMD runs; exit with CMD's
+                             status, 75 if the lock could not be had in time
+  gc DIR [--dry-run]         remove provably stale locks below DIR, printing
+                             each decision (--json)
+  demo [--seconds N] [--procs N]
+                             processes contending on one file, holders
+                             SIGKILLed mid-section; prints a summary (--json)
+
+Run 'exactlock <command> --help' for a command's options.
+
+Options:
+  -h, --help                 show this help
+  -v, --version              print the version
+`;
+
+const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
+  status: statusCommand,
+  run: runCommand,
+  gc: gcCommand,
+  demo: demoCommand,
+};
+
+function version(): string {
+  return (require("../package.json") as { version: string }).version;
+}
+
+function usageFailure(error: UsageError): number {
+  const hint = error.command ? `exactlock ${error.command} --help` : "exactlock --help";
+  process.stderr.write(`exactlock: ${error.message}\nRun '${hint}' for usage.\n`);
+  return EXIT_USAGE;
+}
+
+/** Runs the command line `argv` (without node and the script); resolves to the exit status. */
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  try {
+    if (name === undefined) throw new UsageError("missing command");
+    if (name === "-h" || name === "--help" || name === "help") {
+      process.stdout.write(GLOBAL_HELP);
+      return 0;
+    }
+    if (name === "-v" || name === "--version") {
+      process.stdout.write(`${version()}\n`);
+      return 0;
+    }
+    const command = COMMANDS[name];
+    if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)}`);
+    return await command(rest);
+  } catch (error) {
+    if (error instanceof UsageError) return usageFailure(error);
+    process.stderr.write(`exactlock: ${(error as Error).message ?? String(error)}\n`);
+    return 1;
+  }
+}
+
+if (require.main === module) {
+  void main(process.argv.slice(2)).then((status) => {
+    process.exitCode = status;
+  });
+}

@@ -1,0 +1,105 @@
+/**
+ * One contender of `exactlock demo` (forked by demo.ts, talks over IPC).
+ *
+ * Loop: take the lock; claim the occupancy marker (a file that only the
+ * holder may have: finding another live holder's marker is a violation);
+ * read the counter; work a few milliseconds; write counter + 1 (atomically,
+ * with the writer's pid); drop the marker; stamp; release; report.
+ * Timestamps are CLOCK_MONOTONIC microseconds, comparable across processes.
+ */
+import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
+import { acquireLock } from "../index.js";
+import { nowUs, type DemoState, type WorkerMessage } from "./demo-protocol.js";
+
+function send(message: WorkerMessage): void {
+  process.send?.(message);
+}
+
+/** Creates the marker with our pid; if one exists, returns its owner and takes it over. */
+function claimMarker(marker: string): number | null {
+  try {
+    const fd = openSync(marker, "wx");
+    writeSync(fd, String(process.pid));
+    closeSync(fd);
+    return null;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  }
+  const owner = Number(readFileSync(marker, "utf8")) || -1;
+  writeFileSync(marker, String(process.pid));
+  return owner;
+}
+
+/** Whether the marker still names us; then removes it. */
+function dropMarker(marker: string): boolean {
+  let intact = false;
+  try {
+    intact = readFileSync(marker, "utf8") === String(process.pid);
+  } catch {
+    intact = false;
+  }
+  if (intact) unlinkSync(marker);
+  return intact;
+}
+
+function readState(file: string): DemoState {
+  return JSON.parse(readFileSync(file, "utf8")) as DemoState;
+}
+
+function writeState(file: string, state: DemoState): void {
+  const temp = `${file}.tmp.${process.pid}`;
+  writeFileSync(temp, JSON.stringify(state));
+  renameSync(temp, file);
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function main(): Promise<void> {
+  const [file, marker, minMs, maxMs] = process.argv.slice(2);
+  if (!file || !marker) throw new Error("usage: demo-worker FILE MARKER MIN_MS MAX_MS");
+  const sectionMin = Number(minMs ?? 1);
+  const sectionSpan = Math.max(0, Number(maxMs ?? 4) - sectionMin);
+  const stop = new AbortController();
+  const stopNow = () => stop.abort(new Error("stopped"));
+  process.on("message", (message) => {
+    if (message === "stop") stopNow();
+  });
+  process.on("disconnect", stopNow);
+  while (!stop.signal.aborted) {
+    let release;
+    try {
+      release = await acquireLock(file, { retries: 1e7, retryDelayMs: 100, signal: stop.signal });
+    } catch (error) {
+      if (stop.signal.aborted) break;
+      throw error;
+    }
+    const acquiredUs = nowUs();
+    const markerOwner = claimMarker(marker);
+    send({ type: "enter", pid: process.pid });
+    const before = readState(file);
+    await sleep(sectionMin + Math.random() * sectionSpan);
+    const wrote = before.counter + 1;
+    writeState(file, { counter: wrote, writtenBy: process.pid });
+    const markerIntact = dropMarker(marker);
+    const releaseUs = nowUs();
+    await release();
+    send({
+      type: "section",
+      pid: process.pid,
+      acquiredUs,
+      releaseUs,
+      read: before.counter,
+      readWriter: before.writtenBy,
+      wrote,
+      markerOwner,
+      markerIntact,
+    });
+  }
+  process.disconnect?.();
+}
+
+main().catch((error: Error) => {
+  send({ type: "error", pid: process.pid, message: error.message });
+  process.exitCode = 1;
+  process.disconnect?.();
+});

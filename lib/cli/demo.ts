@@ -1,0 +1,291 @@
+/**
+ * `exactlock demo`: several processes contend on one file for a few
+ * seconds; some holders are SIGKILLed mid-section and replaced. At the end:
+ * sections, kills, hand-off latency (release stamp → next acquire stamp),
+ * reclaim-after-kill latency, exclusive-occupancy violations, lost updates.
+ */
+import { fork, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { inspectLock } from "../index.js";
+import { integerFlag, parseFlags, UsageError } from "./args.js";
+import { formatLatency, printJson, quantile, table } from "./format.js";
+import { nowUs, type DemoState, type WorkerMessage } from "./demo-protocol.js";
+
+export const DEMO_HELP = `Usage: exactlock demo [options]
+
+Starts several processes that contend for the lock of one temporary file.
+Each holder reads a counter, works 1-4 ms, writes counter + 1 and releases.
+About once a second a holder is SIGKILLed in the middle of its section and a
+new process takes its place. Shows live progress, then a summary:
+
+  sections            critical sections completed and reported
+  holders killed      SIGKILLs sent to processes inside their section
+  hand-off latency    release stamp -> next holder's acquire stamp (p50, p99)
+  reclaim after kill  SIGKILL -> next holder's acquire stamp (p50, max)
+  violations          a holder found another live holder's occupancy marker
+  lost updates        two sections wrote the same counter value, or the
+                      final counter is below the number of sections
+
+Options:
+  --seconds N            how long to run (default 10)
+  --procs N              contending processes (default 5)
+  --json                 print the summary as JSON (no progress line)
+  -h, --help             show this help
+
+Exit status: 0 when there were no violations, no lost updates and no lock
+was left behind; 1 otherwise; 2 for usage errors.
+`;
+
+interface DemoOptions {
+  seconds: number;
+  procs: number;
+  json: boolean;
+}
+
+export interface DemoSummary {
+  seconds: number;
+  procs: number;
+  sections: number;
+  kills: number;
+  reclaims: number;
+  handoff: { n: number; p50Ms: number | null; p99Ms: number | null };
+  reclaimAfterKill: { n: number; p50Ms: number | null; maxMs: number | null };
+  violations: number;
+  lostUpdates: number;
+  finalCounter: number;
+  lockLeftBehind: boolean;
+  workerErrors: string[];
+  ok: boolean;
+}
+
+type Section = Extract<WorkerMessage, { type: "section" }>;
+
+function parseDemoArgs(argv: string[]): DemoOptions | "help" {
+  const { flags, positionals } = parseFlags("demo", argv, {
+    seconds: { type: "string" },
+    procs: { type: "string" },
+    json: { type: "boolean" },
+  });
+  if (flags.help) return "help";
+  if (positionals.length > 0) throw new UsageError(`demo takes no arguments, got ${positionals[0]}`, "demo");
+  return {
+    seconds: integerFlag("demo", flags, "seconds", 10, { min: 1, max: 300 }),
+    procs: integerFlag("demo", flags, "procs", 5, { min: 2, max: 64 }),
+    json: flags.json === true,
+  };
+}
+
+/** The running demo: its workers, what they reported, and whom it killed when. */
+class Arena {
+  readonly dir = realpathSync(mkdtempSync(path.join(tmpdir(), "exactlock-demo-")));
+  readonly file = path.join(this.dir, "counter.json");
+  readonly marker = path.join(this.dir, "occupied");
+  readonly workers = new Set<ChildProcess>();
+  readonly sections: Section[] = [];
+  readonly killedAtUs = new Map<number, number>();
+  readonly errors: string[] = [];
+  killDue = false;
+  stopping = false;
+
+  constructor() {
+    const initial: DemoState = { counter: 0, writtenBy: null };
+    writeFileSync(this.file, JSON.stringify(initial));
+  }
+
+  spawnWorker(): void {
+    const worker = fork(path.join(__dirname, "demo-worker.js"), [this.file, this.marker, "1", "4"], {
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    this.workers.add(worker);
+    worker.on("message", (message: WorkerMessage) => this.onMessage(worker, message));
+    worker.on("error", (error) => this.errors.push(`worker: ${error.message}`));
+    worker.once("exit", (code, signal) => {
+      this.workers.delete(worker);
+      if (this.stopping) return;
+      // Replace the ones we killed; a worker that exits on its own has failed
+      // (its error is reported), and replacing it could loop.
+      if (worker.pid !== undefined && this.killedAtUs.has(worker.pid)) this.spawnWorker();
+      else if (!this.errors.some((error) => error.startsWith(`pid ${worker.pid}:`))) {
+        this.errors.push(`pid ${worker.pid}: exited unexpectedly (${signal ?? `status ${code}`})`);
+      }
+    });
+  }
+
+  private onMessage(worker: ChildProcess, message: WorkerMessage): void {
+    if (message.type === "section") this.sections.push(message);
+    else if (message.type === "error") this.errors.push(`pid ${message.pid}: ${message.message}`);
+    else if (message.type === "enter" && this.killDue && !this.stopping) this.kill(worker);
+  }
+
+  /** SIGKILLs a worker that just reported entering its section. */
+  private kill(worker: ChildProcess): void {
+    this.killDue = false;
+    if (worker.pid === undefined) return;
+    this.killedAtUs.set(worker.pid, nowUs());
+    worker.kill("SIGKILL");
+  }
+
+  /** Asks every worker to stop and waits for them (SIGKILL after `graceMs`). */
+  async stop(graceMs: number): Promise<void> {
+    this.stopping = true;
+    const exits = [...this.workers].map((worker) => {
+      const exited = worker.exitCode !== null || worker.signalCode !== null;
+      return exited ? Promise.resolve() : new Promise<void>((resolve) => worker.once("exit", () => resolve()));
+    });
+    for (const worker of this.workers) if (worker.connected) worker.send("stop");
+    const timer = setTimeout(() => {
+      for (const worker of this.workers) worker.kill("SIGKILL");
+    }, graceMs);
+    await Promise.all(exits);
+    clearTimeout(timer);
+  }
+
+  finalState(): DemoState {
+    return JSON.parse(readFileSync(this.file, "utf8")) as DemoState;
+  }
+
+  cleanup(): void {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Counts two sections writing the same value: each duplicate is a lost update. */
+function duplicateWrites(sections: readonly Section[]): number {
+  const seen = new Set<number>();
+  let duplicates = 0;
+  for (const section of sections) {
+    if (seen.has(section.wrote)) duplicates += 1;
+    seen.add(section.wrote);
+  }
+  return duplicates;
+}
+
+/**
+ * Classifies each acquisition: after a killed holder (reclaim, latency from
+ * the SIGKILL), after a reported release (hand-off, latency from the release
+ * stamp), or a violation (another live holder's marker, or ours overwritten).
+ */
+function analyse(arena: Arena): {
+  handoffMs: number[];
+  reclaimMs: number[];
+  violations: number;
+} {
+  const releaseOf = new Map(arena.sections.map((s) => [s.wrote, s.releaseUs]));
+  const handoffMs: number[] = [];
+  const reclaimMs: number[] = [];
+  let violations = 0;
+  for (const section of arena.sections) {
+    if (!section.markerIntact) violations += 1;
+    const killedPid = section.markerOwner ?? section.readWriter;
+    const killedAt = killedPid === null ? undefined : arena.killedAtUs.get(killedPid);
+    if (section.markerOwner !== null && (killedAt === undefined || killedAt >= section.acquiredUs)) violations += 1;
+    const released = releaseOf.get(section.read);
+    if (section.markerOwner === null && released !== undefined) handoffMs.push((section.acquiredUs - released) / 1000);
+    else if (killedAt !== undefined && killedAt < section.acquiredUs) reclaimMs.push((section.acquiredUs - killedAt) / 1000);
+  }
+  return { handoffMs, reclaimMs, violations };
+}
+
+async function summarise(arena: Arena, options: DemoOptions): Promise<DemoSummary> {
+  const { handoffMs, reclaimMs, violations } = analyse(arena);
+  const final = arena.finalState();
+  const lostUpdates = Math.max(duplicateWrites(arena.sections), arena.sections.length - final.counter);
+  const lockLeftBehind = (await inspectLock(arena.file)).state !== "free";
+  return {
+    seconds: options.seconds,
+    procs: options.procs,
+    sections: arena.sections.length,
+    kills: arena.killedAtUs.size,
+    reclaims: reclaimMs.length,
+    handoff: { n: handoffMs.length, p50Ms: quantile(handoffMs, 0.5), p99Ms: quantile(handoffMs, 0.99) },
+    reclaimAfterKill: { n: reclaimMs.length, p50Ms: quantile(reclaimMs, 0.5), maxMs: quantile(reclaimMs, 1) },
+    violations,
+    lostUpdates,
+    finalCounter: final.counter,
+    lockLeftBehind,
+    workerErrors: arena.errors,
+    ok: violations === 0 && lostUpdates === 0 && !lockLeftBehind && arena.errors.length === 0,
+  };
+}
+
+function progressLine(arena: Arena, elapsedMs: number, options: DemoOptions): string {
+  const { violations } = analyse(arena);
+  return (
+    `\r  ${(elapsedMs / 1000).toFixed(1)} s / ${options.seconds} s   ` +
+    `sections ${arena.sections.length}   killed ${arena.killedAtUs.size}   violations ${violations}   `
+  );
+}
+
+/** Runs the contention for `options.seconds`, scheduling a kill about once a second. */
+async function contend(arena: Arena, options: DemoOptions, showProgress: boolean): Promise<void> {
+  const start = Date.now();
+  const killTimer = setInterval(() => (arena.killDue = true), 1_000);
+  const progressTimer = showProgress
+    ? setInterval(() => process.stdout.write(progressLine(arena, Date.now() - start, options)), 200)
+    : undefined;
+  await new Promise((resolve) => setTimeout(resolve, options.seconds * 1000));
+  clearInterval(killTimer);
+  if (progressTimer) clearInterval(progressTimer);
+  if (showProgress) process.stdout.write(`${progressLine(arena, Date.now() - start, options)}\n`);
+}
+
+function failures(summary: DemoSummary): string[] {
+  const found: string[] = [];
+  if (summary.violations > 0) found.push(`${summary.violations} violation(s)`);
+  if (summary.lostUpdates > 0) found.push(`${summary.lostUpdates} lost update(s)`);
+  if (summary.lockLeftBehind) found.push("a lock was left behind");
+  if (summary.workerErrors.length > 0) found.push(`${summary.workerErrors.length} worker error(s)`);
+  return found;
+}
+
+/** The human-readable summary. */
+export function formatSummary(summary: DemoSummary): string {
+  const rows: Array<[string, string]> = [
+    ["sections", `${summary.sections}   (read counter, work 1-4 ms, write counter + 1, under the lock)`],
+    ["holders killed", `${summary.kills}   (SIGKILL inside the section, then replaced)`],
+    ["reclaims", `${summary.reclaims}   (a waiter took over a killed holder's lock)`],
+    [
+      "hand-off latency",
+      `p50 ${formatLatency(summary.handoff.p50Ms)}   p99 ${formatLatency(summary.handoff.p99Ms)}   (release -> next acquire, n=${summary.handoff.n})`,
+    ],
+    [
+      "reclaim after kill",
+      `p50 ${formatLatency(summary.reclaimAfterKill.p50Ms)}   max ${formatLatency(summary.reclaimAfterKill.maxMs)}   (SIGKILL -> next acquire, n=${summary.reclaimAfterKill.n})`,
+    ],
+    ["violations", `${summary.violations}   (two live holders inside the section at once)`],
+    ["lost updates", `${summary.lostUpdates}   (final counter ${summary.finalCounter}, sections reported ${summary.sections})`],
+    ["lock left behind", summary.lockLeftBehind ? "YES" : "no"],
+  ];
+  for (const error of summary.workerErrors) rows.push(["worker error", error]);
+  const verdict = summary.ok ? "OK: mutual exclusion held throughout" : `FAILED: ${failures(summary).join(", ")}`;
+  return `${table(rows)}\n${verdict}\n`;
+}
+
+/** Runs `demo`; resolves to the exit status. */
+export async function demoCommand(argv: string[]): Promise<number> {
+  const options = parseDemoArgs(argv);
+  if (options === "help") {
+    process.stdout.write(DEMO_HELP);
+    return 0;
+  }
+  const arena = new Arena();
+  try {
+    if (!options.json) {
+      process.stdout.write(
+        `exactlock demo: ${options.procs} processes, ${options.seconds} s, one lock: ${arena.file}.lock\n`,
+      );
+    }
+    for (let i = 0; i < options.procs; i += 1) arena.spawnWorker();
+    await contend(arena, options, !options.json && process.stdout.isTTY === true);
+    await arena.stop(10_000);
+    const summary = await summarise(arena, options);
+    if (options.json) printJson(summary);
+    else process.stdout.write(formatSummary(summary));
+    return summary.ok ? 0 : 1;
+  } finally {
+    await arena.stop(1_000);
+    arena.cleanup();
+  }
+}

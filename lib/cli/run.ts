@@ -1,0 +1,189 @@
+/**
+ * `exactlock run FILE [--wait MS] -- CMD ARGS…`: holds the lock of FILE
+ * while CMD runs, forwards SIGINT/SIGTERM/SIGHUP to it, and exits with its
+ * status (128 + signal number when it died of a signal); 75 when the lock
+ * could not be had within the waiting budget.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { constants } from "node:os";
+import * as path from "node:path";
+import { acquireLock, FileLockAcquireError, type LockRelease } from "../index.js";
+import { integerFlag, parseFlags, stringFlag, UsageError } from "./args.js";
+
+export const EXIT_LOCK_UNAVAILABLE = 75;
+const FORWARDED_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+type ForwardedSignal = (typeof FORWARDED_SIGNALS)[number];
+
+export const RUN_HELP = `Usage: exactlock run [options] FILE -- CMD [ARGS...]
+
+Takes the lock of FILE (the directory FILE.lock), runs CMD while holding it,
+and releases it when CMD exits. A holder that died is reclaimed at once; a
+live holder is waited for, never displaced.
+
+Options:
+  --wait MS              how long to wait for the lock (default 5000, the
+                         library's 50 retries x 100 ms); 0 = one attempt
+  --retry-delay MS       longest sleep between looks when no event wakes the
+                         waiter (default 100; must be > 0)
+  --stale-ms MS          age after which an ownerless (empty) lock dir is
+                         reclaimed (default 10000)
+  --owner-host-id ID     this host's identity, for volumes shared between hosts
+  -h, --help             show this help
+
+SIGINT, SIGTERM and SIGHUP received while CMD runs are forwarded to CMD; one
+received while waiting gives up the wait. The lock's owner is this exactlock
+process: if it is SIGKILLed, CMD keeps running but the lock is reclaimable.
+
+Exit status: CMD's status, or 128 + N if CMD died of signal N (or a signal
+ended the wait); 75 if the lock could not be had within --wait; 127 if CMD
+was not found, 126 if it could not be executed; 1 for other failures (and
+when CMD succeeded but releasing the lock failed); 2 for usage errors.
+`;
+
+interface RunOptions {
+  file: string;
+  waitMs: number;
+  retryDelayMs: number;
+  staleMs?: number;
+  ownerHostId?: string;
+  command: string;
+  args: string[];
+}
+
+/** Splits at the first `--`: exactlock's arguments before, CMD after. */
+function splitAtDoubleDash(argv: string[]): { own: string[]; command: string[] | null } {
+  const index = argv.indexOf("--");
+  return index < 0 ? { own: argv, command: null } : { own: argv.slice(0, index), command: argv.slice(index + 1) };
+}
+
+function parseRunArgs(argv: string[]): RunOptions | "help" {
+  const { own, command } = splitAtDoubleDash(argv);
+  const { flags, positionals } = parseFlags("run", own, {
+    wait: { type: "string" },
+    "retry-delay": { type: "string" },
+    "stale-ms": { type: "string" },
+    "owner-host-id": { type: "string" },
+  });
+  if (flags.help) return "help";
+  if (positionals.length !== 1) throw new UsageError("run needs exactly one FILE before --", "run");
+  if (!command || command.length === 0) throw new UsageError("run needs a command after --", "run");
+  const staleMs = flags["stale-ms"] === undefined ? undefined : integerFlag("run", flags, "stale-ms", 0);
+  const ownerHostId = stringFlag("run", flags, "owner-host-id");
+  return {
+    file: path.resolve(positionals[0]!),
+    waitMs: integerFlag("run", flags, "wait", 5_000),
+    retryDelayMs: integerFlag("run", flags, "retry-delay", 100, { min: 1 }),
+    ...(staleMs === undefined ? {} : { staleMs }),
+    ...(ownerHostId === undefined ? {} : { ownerHostId }),
+    command: command[0]!,
+    args: command.slice(1),
+  };
+}
+
+function signalNumber(signal: NodeJS.Signals): number {
+  return constants.signals[signal] ?? 0;
+}
+
+/**
+ * Signal handling for the whole run: while waiting, a signal aborts the
+ * wait; once CMD runs, signals are forwarded to it.
+ */
+class SignalRelay {
+  readonly abort = new AbortController();
+  received: ForwardedSignal | undefined;
+  private child: ChildProcess | undefined;
+  private readonly handlers = new Map<ForwardedSignal, () => void>();
+
+  install(): void {
+    for (const signal of FORWARDED_SIGNALS) {
+      const handler = () => this.onSignal(signal);
+      this.handlers.set(signal, handler);
+      process.on(signal, handler);
+    }
+  }
+
+  forwardTo(child: ChildProcess): void {
+    this.child = child;
+  }
+
+  uninstall(): void {
+    for (const [signal, handler] of this.handlers) process.off(signal, handler);
+    this.handlers.clear();
+  }
+
+  private onSignal(signal: ForwardedSignal): void {
+    if (this.child && this.child.exitCode === null && this.child.signalCode === null) {
+      this.child.kill(signal);
+      return;
+    }
+    this.received ??= signal;
+    this.abort.abort(new Error(`interrupted by ${signal}`));
+  }
+}
+
+/** Takes the lock, or explains why not and names the exit status. */
+async function takeLock(options: RunOptions, relay: SignalRelay): Promise<LockRelease | number> {
+  try {
+    return await acquireLock(options.file, {
+      retries: options.waitMs / options.retryDelayMs,
+      retryDelayMs: options.retryDelayMs,
+      signal: relay.abort.signal,
+      ...(options.staleMs === undefined ? {} : { staleMs: options.staleMs }),
+      ...(options.ownerHostId === undefined ? {} : { ownerHostId: options.ownerHostId }),
+    });
+  } catch (error) {
+    if (relay.received) return 128 + signalNumber(relay.received);
+    if (error instanceof FileLockAcquireError) {
+      process.stderr.write(`exactlock run: gave up after ${options.waitMs} ms: ${error.message}\n`);
+      return EXIT_LOCK_UNAVAILABLE;
+    }
+    process.stderr.write(`exactlock run: ${(error as Error).message}\n`);
+    return 1;
+  }
+}
+
+/** Runs CMD with inherited stdio; resolves to its exit status. */
+function runChild(options: RunOptions, relay: SignalRelay): Promise<number> {
+  return new Promise((resolve) => {
+    const child = spawn(options.command, options.args, { stdio: "inherit" });
+    relay.forwardTo(child);
+    child.once("error", (error: NodeJS.ErrnoException) => {
+      process.stderr.write(`exactlock run: cannot run ${options.command}: ${error.message}\n`);
+      resolve(error.code === "ENOENT" ? 127 : 126);
+    });
+    child.once("exit", (code, signal) => {
+      resolve(signal ? 128 + signalNumber(signal) : (code ?? 1));
+    });
+  });
+}
+
+/** Releases the lock; a failure is reported and turns a success into 1. */
+async function releaseLock(release: LockRelease, status: number): Promise<number> {
+  try {
+    await release();
+    return status;
+  } catch (error) {
+    process.stderr.write(`exactlock run: releasing the lock failed: ${(error as Error).message}\n`);
+    return status === 0 ? 1 : status;
+  }
+}
+
+/** Runs `run`; resolves to the exit status. */
+export async function runCommand(argv: string[]): Promise<number> {
+  const options = parseRunArgs(argv);
+  if (options === "help") {
+    process.stdout.write(RUN_HELP);
+    return 0;
+  }
+  const relay = new SignalRelay();
+  relay.install();
+  try {
+    const release = await takeLock(options, relay);
+    if (typeof release === "number") return release;
+    if (relay.received) return await releaseLock(release, 128 + signalNumber(relay.received));
+    const status = await runChild(options, relay);
+    return await releaseLock(release, status);
+  } finally {
+    relay.uninstall();
+  }
+}
