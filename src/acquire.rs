@@ -28,6 +28,7 @@ use tokio::sync::Notify;
 use crate::debris;
 use crate::errno::{errno_code, errno_text};
 use crate::fsx;
+use crate::guard::{self, Guarded};
 use crate::observe::{Observation, observe};
 use crate::process;
 use crate::publish::{Publication, PublishError, Published, Takeover, publish, publish_over};
@@ -359,12 +360,23 @@ impl Attempts<'_> {
             // Test seam: the reclaim is refused; the stale holder stays.
             return Ok(Judged::Held(self.holder_now(parent)));
         }
+        // Reclaimers of one judged directory take turns, each re-checking
+        // that the name still names it.
+        let guard = match guard::guard_judged(parent, &self.lock_name, judged) {
+            Guarded::Acquired(guard) => guard,
+            Guarded::Gone => return Ok(Judged::Retry),
+            // Another waiter is replacing it right now; its exchange wakes
+            // us through the watch.
+            Guarded::Busy => return Ok(Judged::Held(self.holder_now(parent))),
+        };
         match publish_over(parent, &self.lock_name, record, judged) {
             Ok(Takeover::Published(published)) => return Ok(Judged::Won(published)),
             Ok(Takeover::NotJudged) | Ok(Takeover::Vanished) => return Ok(Judged::Retry),
             Ok(Takeover::Unsupported) => {}
             Err(error) => return Err(self.publish_error(error)),
         }
+        // Exact removal takes the same turn itself.
+        drop(guard);
         let parent_path = key.parent().unwrap_or(Path::new("/"));
         let outcome = tree::exact_remove_tree_at(parent, parent_path, &self.lock_name, judged);
         let retry = outcome.ok

@@ -13,6 +13,7 @@
 //! - `publish`, `acquire`, `release`, `table`, `wait`, `debris`: the state
 //!   machine, the in-process table and queue, event-driven waiting, and the
 //!   cleanup of what crashed processes leave;
+//! - `guard`: reclaimers of one judged lock take turns (`flock`);
 //! - `gc`: inspection and identity-bound removal for other tools;
 //! - `errno`, `faults`: error names and the fault-injection seam.
 
@@ -27,6 +28,7 @@ mod errno;
 mod faults;
 mod fsx;
 mod gc;
+mod guard;
 mod identity;
 mod napi_lock;
 mod napi_primitives;

@@ -15,7 +15,7 @@ use rustix::io::Errno;
 
 use crate::fsx;
 use crate::identity::INFO_NAME;
-use crate::rename::{self, NoReplaceOutcome};
+use crate::rename;
 use crate::tree::{self, TreeSnapshot};
 
 const DIR_MODE: u32 = 0o700;
@@ -96,14 +96,17 @@ pub enum Takeover {
 /// Publishes `record` over a lock judged stale, in one atomic step.
 ///
 /// Removing the stale tree first and publishing after would leave a moment
-/// in which the name is free, and a remover that was preempted between its
-/// last check and its rename could then move a *successor* away. Instead we
-/// stage our record and exchange it with whatever stands at the lock name
-/// (`renameat2(RENAME_EXCHANGE)`): the name is never empty. Then we look at
-/// what we swapped out. If it is exactly the judged tree, we hold the lock
-/// and delete the old tree from our private name; if it is anything else, we
-/// exchange back at once. While the two are swapped, the lock name holds our
-/// own live record, so no third party can publish or reclaim meanwhile.
+/// in which the name is free. Instead we stage our record and exchange it
+/// with whatever stands at the lock name (`renameat2(RENAME_EXCHANGE)`): the
+/// name is never empty. Then we look at what we swapped out. If it is
+/// exactly the judged tree, we hold the lock and delete the old tree from
+/// our private name; otherwise we exchange back at once. While the two are
+/// swapped, the lock name holds our own live record, so nobody can publish
+/// or reclaim meanwhile.
+///
+/// The caller must hold the [`crate::guard`] of the judged directory: the
+/// exchange-back is only safe when no other reclaimer acts on the same
+/// stale view at the same time.
 pub fn publish_over(
     parent: BorrowedFd<'_>,
     lock_name: &OsStr,
@@ -114,43 +117,41 @@ pub fn publish_over(
         .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
     let staging = staging_name(lock_name);
     fs::mkdirat(parent, &staging, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
-    let result = stage(parent, &staging, record)
-        .and_then(|root| exchange_and_check(parent, &staging, lock_name, judged, root));
-    match &result {
-        // Our private name now holds the judged tree: delete it exactly.
-        Ok(Takeover::Published(_)) => {
-            if let Ok(moved) = tree::snapshot_tree_at(parent, &staging) {
-                tree::remove_tree_in_place_at(parent, &staging, &moved);
-            }
+    let staged = match stage(parent, &staging, record) {
+        Ok(staged) => staged,
+        Err(error) => {
+            remove_staging(parent, &staging, None);
+            return Err(error);
         }
-        _ => remove_staging(parent, &staging),
-    }
-    result
-}
-
-fn exchange_and_check(
-    parent: BorrowedFd<'_>,
-    staging: &OsStr,
-    lock_name: &OsStr,
-    judged: &TreeSnapshot,
-    root: Published,
-) -> Result<Takeover, PublishError> {
-    match fs::renameat_with(parent, staging, parent, lock_name, RenameFlags::EXCHANGE) {
+    };
+    match fs::renameat_with(parent, &staging, parent, lock_name, RenameFlags::EXCHANGE) {
         Ok(()) => {}
-        Err(Errno::NOENT) => return Ok(Takeover::Vanished),
-        Err(Errno::INVAL) | Err(Errno::NOSYS) | Err(Errno::NOTSUP) => {
-            return Ok(Takeover::Unsupported);
+        Err(errno) => {
+            remove_staging(parent, &staging, Some(&staged.root));
+            return match errno {
+                Errno::NOENT => Ok(Takeover::Vanished),
+                Errno::INVAL | Errno::NOSYS | Errno::NOTSUP => Ok(Takeover::Unsupported),
+                errno => Err(PublishError::Os(errno)),
+            };
         }
-        Err(errno) => return Err(PublishError::Os(errno)),
     }
-    let swapped_out = tree::snapshot_tree_at(parent, staging);
-    if swapped_out.is_ok_and(|seen| judged.same_tree_as(&seen)) {
-        return Ok(Takeover::Published(root));
+    match tree::snapshot_tree_at(parent, &staging) {
+        Ok(swapped_out) if judged.same_tree_as(&swapped_out) => {
+            // Our private name now holds the judged tree: delete it exactly.
+            tree::remove_tree_in_place_at(parent, &staging, &swapped_out);
+            Ok(Takeover::Published(staged))
+        }
+        _ => {
+            // Not what was judged (a successor, a copy): give it its name
+            // back. If even that fails, leave both where they are: nothing
+            // that is not ours is ever deleted.
+            if fs::renameat_with(parent, &staging, parent, lock_name, RenameFlags::EXCHANGE).is_ok()
+            {
+                remove_staging(parent, &staging, Some(&staged.root));
+            }
+            Ok(Takeover::NotJudged)
+        }
     }
-    // Not what was judged (a successor, a copy): give it its name back.
-    fs::renameat_with(parent, staging, parent, lock_name, RenameFlags::EXCHANGE)
-        .map_err(PublishError::Os)?;
-    Ok(Takeover::NotJudged)
 }
 
 /// Stages `record` and publishes it as `lock_name` inside `parent`.
@@ -163,27 +164,25 @@ pub fn publish(
         .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
     let staging = staging_name(lock_name);
     fs::mkdirat(parent, &staging, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
-    let result = stage_and_rename(parent, &staging, lock_name, record);
-    if !matches!(result, Ok(Publication::Published(_))) {
-        remove_staging(parent, &staging);
-    }
-    result
-}
-
-fn stage_and_rename(
-    parent: BorrowedFd<'_>,
-    staging: &OsStr,
-    lock_name: &OsStr,
-    record: &[u8],
-) -> Result<Publication, PublishError> {
-    let root = stage(parent, staging, record)?;
-    crate::faults::check("publish.rename")
-        .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
-    let outcome: NoReplaceOutcome =
-        rename::rename_no_replace_at(parent, staging, parent, lock_name);
+    let staged = match stage(parent, &staging, record) {
+        Ok(staged) => staged,
+        Err(error) => {
+            remove_staging(parent, &staging, None);
+            return Err(error);
+        }
+    };
+    let outcome = match crate::faults::check("publish.rename") {
+        Ok(()) => rename::rename_no_replace_at(parent, &staging, parent, lock_name),
+        Err(code) => {
+            remove_staging(parent, &staging, Some(&staged.root));
+            return Err(PublishError::Os(crate::faults::errno_of(code)));
+        }
+    };
     if outcome.ok {
-        Ok(Publication::Published(root))
-    } else if outcome.refused_with(rename::Refusal::DestinationExists) {
+        return Ok(Publication::Published(staged));
+    }
+    remove_staging(parent, &staging, Some(&staged.root));
+    if outcome.refused_with(rename::Refusal::DestinationExists) {
         Ok(Publication::Contended)
     } else {
         Err(PublishError::Rename(outcome.code.unwrap_or("io_error")))
@@ -226,11 +225,21 @@ fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> Result<(), Errno> {
 }
 
 /// Removes a staging directory this attempt created: its record, then the
-/// directory. Best effort: a leftover is reaped later by pid.
-pub fn remove_staging(parent: BorrowedFd<'_>, staging: &OsStr) {
-    if let Ok(dir) = fsx::open_child_dir(parent, staging) {
-        let _ = fs::unlinkat(&dir, INFO_NAME, AtFlags::empty());
+/// directory. With `ours`, only if the name still holds that directory.
+/// Best effort: a leftover is reaped later by pid.
+pub fn remove_staging(parent: BorrowedFd<'_>, staging: &OsStr, ours: Option<&OwnedFd>) {
+    let Ok(dir) = fsx::open_child_dir(parent, staging) else {
+        return;
+    };
+    if let Some(ours) = ours {
+        let (Ok(seen), Ok(expected)) = (fs::fstat(&dir), fs::fstat(ours)) else {
+            return;
+        };
+        if (seen.st_dev, seen.st_ino) != (expected.st_dev, expected.st_ino) {
+            return;
+        }
     }
+    let _ = fs::unlinkat(&dir, INFO_NAME, AtFlags::empty());
     let _ = fs::unlinkat(parent, staging, AtFlags::REMOVEDIR);
 }
 

@@ -31,7 +31,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::fs::{self, AtFlags, FileType, FlockOperation, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
@@ -300,6 +300,19 @@ pub fn exact_remove_tree_at(
     match fs::fstat(&root) {
         Ok(stat) if is_root_of(&stat, expected) => {}
         Ok(_) => return ExactUnlinkOutcome::refused("identity_mismatch"),
+        Err(_) => return ExactUnlinkOutcome::refused("io_error"),
+    }
+    // Removers of one tree take turns (see `crate::guard`): a second
+    // remover acting on the same, now stale, view must not detach whatever
+    // replaced the tree. After the lock, the name must still be the root.
+    match fs::flock(&root, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) | Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => {}
+        Err(_) => return ExactUnlinkOutcome::refused("busy"),
+    }
+    match fsx::stat_nofollow(parent, name) {
+        Ok(stat) if is_root_of(&stat, expected) => {}
+        Ok(_) => return ExactUnlinkOutcome::refused("identity_mismatch"),
+        Err(Errno::NOENT) => return ExactUnlinkOutcome::refused("not_found"),
         Err(_) => return ExactUnlinkOutcome::refused("io_error"),
     }
 
