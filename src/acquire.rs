@@ -181,7 +181,7 @@ impl Attempts<'_> {
             if !table::is_head(&self.place.as_ref().expect("joined").0) {
                 // Another acquisition in this process is ahead: wait for the
                 // hand-over without touching the disk.
-                self.wait_or_give_up(parent.as_fd(), None, None).await?;
+                self.wait_for_turn(parent.as_fd()).await?;
                 continue;
             }
             release::retry_pending(&key);
@@ -427,6 +427,17 @@ impl Attempts<'_> {
         }
         let holder = holder.unwrap_or_else(|| self.holder_now(parent));
         Err(self.timeout(holder))
+    }
+
+    /// Waits, without polling, until this waiter reaches the head of its
+    /// queue (the waiter ahead notifies it) or its budget is spent.
+    async fn wait_for_turn(&self, parent: BorrowedFd<'_>) -> Result<(), AcquireError> {
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(self.timeout(self.holder_now(parent)));
+        }
+        wait::until_change(&self.wake, None, remaining).await;
+        self.check_cancel()
     }
 
     async fn sleep(&self, exit: Option<AsyncFd<OwnedFd>>) -> Result<(), AcquireError> {
