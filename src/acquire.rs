@@ -215,17 +215,27 @@ impl Attempts<'_> {
                     });
                 }
             }
-            let (reclaimed, holder) = self.judge_holder(parent.as_fd(), &key)?;
+            let (reclaimed, holder) = self.judge_holder(parent.as_fd())?;
             if reclaimed && immediate < MAX_IMMEDIATE_RETRIES {
                 immediate += 1;
                 continue;
             }
-            immediate = 0;
             let exit = self.holder_exit(&holder);
-            if exit.is_none() && holder_is_local_and_live(&holder) {
-                // The holder died between the probe and the pidfd: look again.
+            if exit.is_none()
+                && holder_is_local_and_live(&holder)
+                && !holder_is_this_process(&holder)
+                && immediate < MAX_IMMEDIATE_RETRIES
+            {
+                // The holder died between the probe and the pidfd: look
+                // again (bounded: without pidfd support the open always
+                // fails, and then the timer and inotify must do). Our own
+                // process has no pidfd to wait for: the in-process queue and
+                // inotify wake us. Looking again at once for either would
+                // spin and never spend the waiting budget.
+                immediate += 1;
                 continue;
             }
+            immediate = 0;
             self.wait_or_give_up(parent.as_fd(), exit, Some(holder))
                 .await?;
         }
@@ -274,11 +284,7 @@ impl Attempts<'_> {
 
     /// Observes the holder and reclaims a provably stale lock. Returns
     /// whether the attempt should repeat at once.
-    fn judge_holder(
-        &mut self,
-        parent: BorrowedFd<'_>,
-        key: &LockKey,
-    ) -> Result<(bool, Holder), AcquireError> {
+    fn judge_holder(&mut self, parent: BorrowedFd<'_>) -> Result<(bool, Holder), AcquireError> {
         let observation = observe(parent, &self.lock_name)
             .map_err(|e| self.io(e.0, "cannot read the lock's owner record"))?;
         let verdict = judge(
@@ -292,13 +298,20 @@ impl Attempts<'_> {
         match &observation {
             Observation::Missing => return Ok((true, holder)),
             Observation::Lock { snapshot, .. } if verdict.stale => {
-                let parent_path = key.parent().unwrap_or(Path::new("/"));
-                let outcome =
-                    tree::exact_remove_tree_at(parent, parent_path, &self.lock_name, snapshot);
+                // Removed in place, through a descriptor of the judged
+                // directory, never by moving the lock name away: a detach
+                // (rename to `.removing`) can grab a successor that took the
+                // name after our look (or reuses the judged inode number),
+                // and while the successor sits detached a third process can
+                // publish at the empty name — two holders at once. In place,
+                // the name only goes by `rmdir` of the emptied judged
+                // directory, which cannot remove a non-empty successor.
+                let outcome = tree::remove_tree_in_place_at(parent, &self.lock_name, snapshot);
                 let retry = outcome.ok
-                    || matches!(outcome.code, Some("not_found") | Some("identity_mismatch"))
-                    || (outcome.code == Some("quarantine_collision")
-                        && debris::reap_removing(parent, &self.lock_name, &self.options.policy));
+                    || matches!(
+                        outcome.code,
+                        Some("not_found") | Some("identity_mismatch") | Some("tree_changed")
+                    );
                 if retry {
                     return Ok((true, holder));
                 }
@@ -370,6 +383,10 @@ impl Attempts<'_> {
     fn io(&self, errno: Errno, what: &str) -> AcquireError {
         io_error(&self.lock_path, errno, what)
     }
+}
+
+fn holder_is_this_process(holder: &Holder) -> bool {
+    holder.record.as_ref().and_then(OwnerRecord::pid_u32) == Some(std::process::id())
 }
 
 fn holder_is_local_and_live(holder: &Holder) -> bool {
