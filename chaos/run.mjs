@@ -198,6 +198,7 @@ function readLogs() {
       else if (line.startsWith("E ")) errors.push(`${name}: ${line}`);
       else if (line.startsWith("T ")) timeouts++;
       else if (line.startsWith("M ")) leftoverMarkers++;
+      else if (line.startsWith("D ")) errors.push(`${name}: ${line}`);
       else errors.push(`${name}: unparsable log line ${JSON.stringify(line)}`);
     }
   }
@@ -260,12 +261,37 @@ async function analyse(elapsedMs) {
   const holdingKills = stats.kills.holding + stats.kills.releasing;
 
   const beforeFinal = fs.readdirSync(dataDir).sort();
-  // One more ordinary acquire after every process has exited: a lock left by
-  // a dead owner must be reclaimed by it at once (retries: 0 = one attempt).
+  // What the kills left, before anyone cleans up: a lock of a dead owner,
+  // staging dirs of waiters killed while publishing, a `.removing` of a
+  // holder killed while releasing. Informational: the next acquirers are
+  // responsible for it, and that is what is checked below.
+  const leftByKills = debrisIn(dataDir);
+  // The next acquirers, after every process has exited:
+  // 1. one ordinary acquire (retries: 0 = one attempt, no waiting): a lock
+  //    of a dead owner must be reclaimed by it at once;
+  // 2. while it holds, one contended acquire (retries: 0; it must give up
+  //    with ELOCKED): the core reaps dead processes' staging dirs when it
+  //    finds the lock held;
+  // 3. the release: a `.removing` left by a killed releaser is reaped when
+  //    the next release needs the name.
+  // Whatever lock debris survives these is DEBRIS.
   let finalAcquire = "ok";
+  let contendedAcquire = "not run";
   try {
     const release = await acquireLock(file, { retries: 0 });
-    await release();
+    try {
+      await acquireLock(file, { retries: 0 }).then(
+        async (second) => {
+          contendedAcquire = "entered while the lock was held";
+          await second();
+        },
+        (error) => {
+          contendedAcquire = error?.code === "ELOCKED" ? "ELOCKED" : `${error?.code}: ${error?.message}`;
+        },
+      );
+    } finally {
+      await release();
+    }
   } catch (error) {
     finalAcquire = `${error?.code ?? "error"}: ${error?.message ?? error}`;
   }
@@ -309,7 +335,9 @@ async function analyse(elapsedMs) {
     workerErrorSamples: [...logs.errors, ...stats.workerFailures.map((f) => JSON.stringify(f))].slice(0, 10),
     hung: stats.hung,
     beforeFinalAcquire: beforeFinal,
+    leftByKills,
     finalAcquire,
+    contendedAcquire,
     markerLeftByKilledHolder: markerLeft,
     debris,
     afterFinal,
@@ -323,6 +351,7 @@ async function analyse(elapsedMs) {
   if (report.unlogged > holdingKills) failures.push("more unlogged increments than holders killed");
   if (report.debris.length > 0) failures.push("debris");
   if (report.finalAcquire !== "ok") failures.push("final acquire failed");
+  if (report.contendedAcquire !== "ELOCKED") failures.push("contended final acquire did not give up with ELOCKED");
   if (report.workerErrors > 0) failures.push("worker errors");
   if (report.hung > 0) failures.push("workers hung");
   report.failures = failures;
@@ -349,7 +378,8 @@ function print(report) {
     `  leftover markers    ${report.leftoverMarkersReplaced} replaced (holders killed inside their section)`,
     `  acquire timeouts    ${report.timeouts}`,
     `  worker errors       ${report.workerErrors}`,
-    `  final acquire       ${report.finalAcquire}`,
+    `  left by kills       ${report.leftByKills.length === 0 ? "nothing" : report.leftByKills.join(", ")}`,
+    `  final acquire       ${report.finalAcquire}; contended acquire while held: ${report.contendedAcquire}`,
     `  debris              ${report.debris.length === 0 ? "none" : report.debris.join(", ")}`,
     report.ok ? "  OK" : `  FAILED: ${report.failures.join(", ")} (evidence kept in ${report.dir})`,
   ];

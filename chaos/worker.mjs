@@ -138,6 +138,26 @@ async function section() {
   setState("R");
 }
 
+/** What the lock's directory shows right now, for the log of an unexpected error. */
+function evidence() {
+  const dir = config.file.slice(0, config.file.lastIndexOf("/"));
+  const seen = {};
+  try {
+    for (const name of fs.readdirSync(dir)) {
+      let info = null;
+      try {
+        info = fs.readFileSync(`${dir}/${name}/info`, "utf8");
+      } catch (error) {
+        info = error.code;
+      }
+      seen[name] = info;
+    }
+  } catch (error) {
+    seen.error = String(error);
+  }
+  return { pid: process.pid, at: Date.now(), seen };
+}
+
 setState("I");
 while (!fs.existsSync(config.stop)) {
   setState("W");
@@ -148,6 +168,7 @@ while (!fs.existsSync(config.stop)) {
       log(`T ${error.holder}`);
     } else {
       log(`E ${error?.code ?? ""} ${String(error?.message ?? error).replaceAll("\n", " ")}`);
+      log(`D ${JSON.stringify(evidence())}`);
       setState("X");
       process.exit(3);
     }
