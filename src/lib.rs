@@ -32,6 +32,8 @@ mod napi_lock;
 mod napi_primitives;
 mod observe;
 mod process;
+#[cfg(test)]
+mod proptests;
 mod publish;
 mod record;
 mod release;
