@@ -7,10 +7,10 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+// vitest provides __dirname (tests type-check as CommonJS, where import.meta is not allowed).
+const repo = path.resolve(__dirname, "..");
 const roots: string[] = [];
 afterAll(() => {
   for (const root of roots) fs.rmSync(root, { recursive: true, force: true });

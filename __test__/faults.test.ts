@@ -13,7 +13,6 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   acquireLock,
@@ -25,7 +24,8 @@ import {
   type LockRelease,
 } from "../lib/index.ts";
 
-const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures");
+// vitest provides __dirname (tests type-check as CommonJS, where import.meta is not allowed).
+const fixtures = path.join(__dirname, "fixtures");
 const roots: string[] = [];
 const children: ChildProcessWithoutNullStreams[] = [];
 afterEach(() => {

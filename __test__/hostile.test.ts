@@ -19,7 +19,6 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   acquireLock,
@@ -31,7 +30,8 @@ import {
   removeFileLockDirForGc,
 } from "../lib/index.ts";
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+// vitest provides __dirname (tests type-check as CommonJS, where import.meta is not allowed).
+const repo = path.resolve(__dirname, "..");
 const facade = path.join(repo, "dist", "index.js");
 const NOBODY = 65534;
 
