@@ -205,7 +205,7 @@ impl Attempts<'_> {
                 }
                 Err(error) => return Err(self.publish_error(error)),
             }
-            let holder = match self.judge_holder(parent.as_fd(), &key, &record)? {
+            let holder = match self.judge_holder(parent.as_fd(), &record)? {
                 Judged::Won(published) => return Ok(self.held(key, parent, published, record)),
                 Judged::Retry if immediate < MAX_IMMEDIATE_RETRIES => {
                     immediate += 1;
@@ -310,7 +310,6 @@ impl Attempts<'_> {
     fn judge_holder(
         &mut self,
         parent: BorrowedFd<'_>,
-        key: &LockKey,
         record: &[u8],
     ) -> Result<Judged, AcquireError> {
         // Subscribe before looking, so a release between the look and the
@@ -331,7 +330,7 @@ impl Attempts<'_> {
         match &observation {
             Observation::Missing => return Ok(Judged::Retry),
             Observation::Lock { snapshot, .. } if verdict.stale => {
-                return self.take_over(parent, key, record, snapshot);
+                return self.take_over(parent, record, snapshot);
             }
             _ => {}
         }
@@ -352,7 +351,6 @@ impl Attempts<'_> {
     fn take_over(
         &self,
         parent: BorrowedFd<'_>,
-        key: &LockKey,
         record: &[u8],
         judged: &TreeSnapshot,
     ) -> Result<Judged, AcquireError> {
@@ -375,14 +373,18 @@ impl Attempts<'_> {
             Ok(Takeover::Unsupported) => {}
             Err(error) => return Err(self.publish_error(error)),
         }
-        // Exact removal takes the same turn itself.
+        // No exchange on this filesystem: remove the judged tree in place,
+        // through a descriptor of it, never by moving the name away (a
+        // detach could grab a successor that reused the judged inode
+        // number). The name goes only by `rmdir` of the emptied judged
+        // directory, which cannot remove a non-empty successor.
+        let outcome = tree::remove_tree_in_place_at(parent, &self.lock_name, judged);
         drop(guard);
-        let parent_path = key.parent().unwrap_or(Path::new("/"));
-        let outcome = tree::exact_remove_tree_at(parent, parent_path, &self.lock_name, judged);
         let retry = outcome.ok
-            || matches!(outcome.code, Some("not_found") | Some("identity_mismatch"))
-            || (outcome.code == Some("quarantine_collision")
-                && debris::reap_removing(parent, &self.lock_name, &self.options.policy));
+            || matches!(
+                outcome.code,
+                Some("not_found") | Some("identity_mismatch") | Some("tree_changed")
+            );
         Ok(if retry {
             Judged::Retry
         } else {

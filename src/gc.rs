@@ -13,7 +13,6 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::acquire::{lock_path_of, now_ns};
-use crate::debris;
 use crate::fsx;
 use crate::identity::LockDirIdentity;
 use crate::observe::{Observation, ObserveError, Owner, observe};
@@ -134,7 +133,7 @@ pub fn remove_for_gc(
     expected: &OwnerRecord,
     identity: &LockDirIdentity,
 ) -> GcRemoval {
-    let Ok(Some((parent, name, canonical_parent))) = open_lock_parent(lock_dir) else {
+    let Ok(Some((parent, name, _))) = open_lock_parent(lock_dir) else {
         return GcRemoval::Missing;
     };
     let observation = match observe(parent.as_fd(), &name) {
@@ -159,24 +158,15 @@ pub fn remove_for_gc(
     if LockDirIdentity::of_snapshot(&snapshot).as_ref() != Some(identity) {
         return GcRemoval::OwnerChanged;
     }
-    let outcome = tree::exact_remove_tree_at(parent.as_fd(), &canonical_parent, &name, &snapshot);
+    // In place, never by detaching the name (see `acquire::judge_holder`):
+    // a successor that takes the name is never moved away from it.
+    let outcome = tree::remove_tree_in_place_at(parent.as_fd(), &name, &snapshot);
     if outcome.ok {
         return GcRemoval::Removed;
     }
     match outcome.code {
         Some("not_found") => GcRemoval::Removed,
         Some("identity_mismatch") => GcRemoval::OwnerChanged,
-        Some("quarantine_collision")
-            if debris::reap_removing(parent.as_fd(), &name, &HostPolicy::default()) =>
-        {
-            let retry =
-                tree::exact_remove_tree_at(parent.as_fd(), &canonical_parent, &name, &snapshot);
-            if retry.ok {
-                GcRemoval::Removed
-            } else {
-                GcRemoval::CleanupFailed
-            }
-        }
         _ => GcRemoval::CleanupFailed,
     }
 }

@@ -34,6 +34,8 @@ mod napi_lock;
 mod napi_primitives;
 mod observe;
 mod process;
+#[cfg(test)]
+mod proptests;
 mod publish;
 mod record;
 mod release;

@@ -141,6 +141,31 @@ pub fn remove_generation(generation: &Arc<Generation>) -> Result<(), Removal> {
             debris::reap_removing(parent, &generation.lock_name, &generation.policy);
             Err(Removal::Transient("quarantine_collision"))
         }
+        "tree_changed"
+            if outcome.detached_path.is_some() && !detached_tree_is_ours(parent, generation) =>
+        {
+            // Our verified tree had left the lock name, and its emptied root
+            // is gone from `.removing` too: another releaser reaped it
+            // between our last unlink and our rmdir (`debris::reap_removing`
+            // takes an empty `.removing` for abandoned). Nothing of this
+            // generation is left anywhere: that is a release. Retrying would
+            // look at the lock name, find the next holder's lock and
+            // misreport `owner_changed`.
+            Ok(())
+        }
         code => Err(Removal::Transient(code)),
     }
+}
+
+/// Whether `<lock>.removing` is still the root directory this generation
+/// published.
+fn detached_tree_is_ours(parent: rustix::fd::BorrowedFd<'_>, generation: &Generation) -> bool {
+    let removing = debris::removing_name(&generation.lock_name);
+    let (Ok(seen), Ok(ours)) = (
+        crate::fsx::stat_nofollow(parent, &removing),
+        rustix::fs::fstat(&generation.root),
+    ) else {
+        return false;
+    };
+    (seen.st_dev, seen.st_ino) == (ours.st_dev, ours.st_ino)
 }
