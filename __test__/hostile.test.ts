@@ -613,11 +613,22 @@ print(n)
     });
     expect(places).toHaveLength(1);
     if (release) {
-      // We only got in after the stale lock was gone, and then the racer
-      // stopped: our lock is at the lock path, the successor aside.
-      expect(places).toEqual([aside]);
-      expect(JSON.parse(fs.readFileSync(path.join(lock, "info"), "utf8")).pid).toBe(process.pid);
-      await release();
+      // We got in. Our published lock survives too, at one of the two
+      // names: the racer renames by name and may have moved it aside after
+      // we published (a process that renames lock directories can always
+      // do that; what exactlock promises is that it deletes nothing it did
+      // not judge). Seen in about one run in six: successor at the lock
+      // path, ours aside.
+      const ours = [lock, aside].filter((dir) => {
+        try {
+          return JSON.parse(fs.readFileSync(path.join(dir, "info"), "utf8")).pid === process.pid;
+        } catch {
+          return false;
+        }
+      });
+      expect(ours).toHaveLength(1);
+      expect([...places, ...ours].sort()).toEqual([aside, lock].sort());
+      if (ours[0] === lock) await release();
     }
     expectNoDebris(root);
   });

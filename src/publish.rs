@@ -148,6 +148,15 @@ pub fn publish_over(
             if fs::renameat_with(parent, &staging, parent, lock_name, RenameFlags::EXCHANGE).is_ok()
             {
                 remove_staging(parent, &staging, Some(&staged.root));
+                // Someone else renaming lock directories by name may have
+                // put the judged stale tree under our private name instead
+                // of ours: that tree is exactly what this reclaim set out
+                // to remove, and it no longer stands at the lock name.
+                if let Ok(left) = tree::snapshot_tree_at(parent, &staging)
+                    && judged.same_tree_as(&left)
+                {
+                    tree::remove_tree_in_place_at(parent, &staging, &left);
+                }
             }
             Ok(Takeover::NotJudged)
         }
