@@ -1,0 +1,341 @@
+//! The floor of an exactlock cycle: the syscalls one uncontended
+//! `withFileLock(path, async () => {})` makes (acquire + release), issued
+//! back to back from one thread, with no napi, no tokio, no JavaScript.
+//!
+//! The lists were taken from `strace -f -e trace=%file,%desc` of a loop of
+//! exactlock cycles (see bench/RESULTS.md). Thread hand-off syscalls of the
+//! runtimes (futex, epoll_wait, the eventfd writes that wake a thread) are
+//! deliberately left out: they are the overhead the ratio exposes.
+//!
+//! Usage: exactlock-floor DIR [ITERATIONS] [WARMUP] [PLAN] [samples]
+//!   PLAN: `current` (default; the list of the code in this tree),
+//!         `v0` (the list before the hot-path changes of issue 4),
+//!         `format` (only what the on-disk format needs: mkdir staging,
+//!         create+write+close info, renameat2 NOREPLACE, unlink info, rmdir).
+//! Prints one JSON line: {"plan","iterations","median_us","p99_us","syscalls"},
+//! plus "samples" (µs, in run order) when the fifth argument is `samples`.
+
+use std::ffi::CStr;
+use std::time::Instant;
+
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{self, AtFlags, Dir, Mode, OFlags, RenameFlags};
+use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+const READ_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::CLOEXEC)
+    .union(OFlags::NOCTTY);
+const PIN_FLAGS: OFlags = OFlags::PATH.union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+const INFO: &CStr = c"info";
+
+/// A 161-byte record, the size exactlock writes.
+const RECORD: &[u8] = b"{\"pid\":12345,\"start_time\":\"Wed Dec  2 08:36:20 2026\",\"start_time_format\":\"utc-v1\",\"timestamp\":1790000000000,\"owner_token\":\"0c9a8a56-8f4b-4f4e-9c6e-3e8f2b0d7a11\"}";
+
+struct Ctx {
+    parent_path: String,
+    inotify: OwnedFd,
+    calls: u32,
+    seq: u64,
+}
+
+macro_rules! sys {
+    ($ctx:expr, $e:expr) => {{
+        $ctx.calls += 1;
+        $e
+    }};
+}
+
+impl Ctx {
+    fn staging(&mut self) -> String {
+        self.seq += 1;
+        format!("f.lock.pending.{}.{:036}", std::process::id(), self.seq)
+    }
+
+    /// `list_names` as v0 did it: `Dir::read_from` = fcntl(F_GETFL) +
+    /// openat(".") + getdents64 until 0 + close.
+    fn list_read_from(&mut self, dir: BorrowedFd<'_>) {
+        let flags = sys!(self, fs::fcntl_getfl(dir).unwrap());
+        let fresh = sys!(self, fs::openat(dir, c".", flags | OFlags::CLOEXEC, Mode::empty()).unwrap());
+        self.drain(fresh);
+    }
+
+    /// A listing through a fresh `openat(dir, ".")` handed to `Dir::new`.
+    fn list_fresh(&mut self, dir: BorrowedFd<'_>) {
+        let fresh = sys!(self, fs::openat(dir, c".", DIR_FLAGS, Mode::empty()).unwrap());
+        self.drain(fresh);
+    }
+
+    /// getdents64 until it returns 0 (two calls for a tiny directory), close.
+    fn drain(&mut self, fd: OwnedFd) {
+        let mut dir = Dir::new(fd).unwrap();
+        let mut n = 0;
+        while let Some(entry) = dir.read() {
+            entry.unwrap();
+            n += 1;
+        }
+        assert_eq!(n, 3);
+        self.calls += 2 + 1; // two getdents64, one close on drop
+    }
+
+    /// `observe_file`: newfstatat, openat, fstat, read, read (EOF), fstat, close.
+    fn observe_info(&mut self, dir: BorrowedFd<'_>) {
+        sys!(self, fs::statat(dir, INFO, AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        let f = sys!(self, fs::openat(dir, INFO, READ_FLAGS, Mode::empty()).unwrap());
+        sys!(self, fs::fstat(&f).unwrap());
+        let mut buf = [0u8; 256];
+        let n = sys!(self, rustix::io::read(&f, &mut buf[..RECORD.len() + 1]).unwrap());
+        assert_eq!(n, RECORD.len());
+        sys!(self, rustix::io::read(&f, &mut buf[n..n + 1]).unwrap());
+        sys!(self, fs::fstat(&f).unwrap());
+        drop(f);
+        self.calls += 1;
+    }
+
+    /// `open_root`: newfstatat, openat, fstat.
+    fn open_root(&mut self, parent: BorrowedFd<'_>, name: &str) -> OwnedFd {
+        sys!(self, fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        let root = sys!(self, fs::openat(parent, name, DIR_FLAGS, Mode::empty()).unwrap());
+        sys!(self, fs::fstat(&root).unwrap());
+        root
+    }
+
+    fn write_staging(&mut self, parent: BorrowedFd<'_>, staging: &str) -> OwnedFd {
+        sys!(self, fs::mkdirat(parent, staging, Mode::from_raw_mode(0o700)).unwrap());
+        let dir = sys!(self, fs::openat(parent, staging, DIR_FLAGS, Mode::empty()).unwrap());
+        sys!(self, fs::fchmod(&dir, Mode::from_raw_mode(0o700)).unwrap());
+        self.write_info(dir.as_fd());
+        dir
+    }
+
+    /// info: openat(O_CREAT|O_EXCL|O_NOFOLLOW), fchmod, write, close.
+    fn write_info(&mut self, dir: BorrowedFd<'_>) {
+        let info = sys!(
+            self,
+            fs::openat(
+                dir,
+                INFO,
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            )
+            .unwrap()
+        );
+        sys!(self, fs::fchmod(&info, Mode::from_raw_mode(0o600)).unwrap());
+        sys!(self, rustix::io::write(&info, RECORD).unwrap());
+        drop(info);
+        self.calls += 1;
+    }
+
+    /// The cycle before the issue-4 hot-path changes (85 syscalls, with two
+    /// reads of the inotify events the dispatcher task makes).
+    fn cycle_v0(&mut self) {
+        let mut token = [0u8; 16];
+        sys!(self, rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap());
+        // prepare_parent: create_dir_all's stat, then open O_PATH.
+        sys!(self, fs::stat(self.parent_path.as_str()).unwrap());
+        let parent = sys!(
+            self,
+            fs::open(self.parent_path.as_str(), OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).unwrap()
+        );
+        let p = parent.as_fd();
+        // fd_path: the canonical key.
+        let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&parent));
+        sys!(self, fs::readlink(link.as_str(), Vec::new()).unwrap());
+        // join_queue: the inotify subscription.
+        let wd = sys!(
+            self,
+            inotify::add_watch(&self.inotify, link.as_str(), WatchFlags::DELETE | WatchFlags::MOVED_FROM | WatchFlags::ONLYDIR).unwrap()
+        );
+        sys!(self, std::hint::black_box(rustix::process::getpid()));
+        sys!(self, std::hint::black_box(rustix::process::getpid()));
+        sys!(self, rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap());
+        // publish
+        let staging = self.staging();
+        let dir = self.write_staging(p, &staging);
+        sys!(self, fs::fstat(&dir).unwrap());
+        // rename_no_replace_at: pin_source, renameat2, verify_destination.
+        sys!(self, fs::statat(p, staging.as_str(), AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        let pin = sys!(self, fs::openat(p, staging.as_str(), PIN_FLAGS, Mode::empty()).unwrap());
+        sys!(self, fs::fstat(&pin).unwrap());
+        sys!(self, fs::renameat_with(p, staging.as_str(), p, c"f.lock", RenameFlags::NOREPLACE).unwrap());
+        sys!(self, fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        drop(pin);
+        drop(dir);
+        self.calls += 2;
+        sys!(self, inotify::remove_watch(&self.inotify, wd).unwrap());
+        // The dispatcher reads the MOVED_FROM + IGNORED events.
+        self.drain_inotify();
+
+        // release: snapshot_tree_at.
+        let root = self.open_root(p, "f.lock");
+        sys!(self, fs::fstat(&root).unwrap());
+        self.list_read_from(root.as_fd());
+        self.observe_info(root.as_fd());
+        sys!(self, fs::fstat(&root).unwrap());
+        drop(root);
+        self.calls += 1;
+        // exact_remove_tree_at: open_root + pre-verify fstat.
+        let root2 = self.open_root(p, "f.lock");
+        sys!(self, fs::fstat(&root2).unwrap());
+        // detach: pin_source, renameat2, verify_destination.
+        sys!(self, fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        let pin = sys!(self, fs::openat(p, c"f.lock", PIN_FLAGS, Mode::empty()).unwrap());
+        sys!(self, fs::fstat(&pin).unwrap());
+        sys!(self, fs::renameat_with(p, c"f.lock", p, c"f.lock.removing", RenameFlags::NOREPLACE).unwrap());
+        sys!(self, fs::statat(p, c"f.lock.removing", AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        drop(pin);
+        self.calls += 1;
+        // verify_in_place: open_root, fstat, snapshot_open_dir.
+        let root3 = self.open_root(p, "f.lock.removing");
+        sys!(self, fs::fstat(&root3).unwrap());
+        sys!(self, fs::fstat(&root3).unwrap());
+        self.list_read_from(root3.as_fd());
+        self.observe_info(root3.as_fd());
+        sys!(self, fs::fstat(&root3).unwrap());
+        // delete_verified.
+        self.observe_info(root3.as_fd());
+        sys!(self, fs::unlinkat(&root3, INFO, AtFlags::empty()).unwrap());
+        drop(root3);
+        self.calls += 1;
+        sys!(self, fs::statat(p, c"f.lock.removing", AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        sys!(self, fs::unlinkat(p, c"f.lock.removing", AtFlags::REMOVEDIR).unwrap());
+        drop(root2);
+        drop(parent);
+        self.calls += 2;
+    }
+
+    /// The cycle of the code in this tree (59 syscalls).
+    fn cycle_current(&mut self) {
+        let mut token = [0u8; 16];
+        sys!(self, rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap());
+        // prepare_parent: open the existing parent at once (O_PATH).
+        let parent = sys!(
+            self,
+            fs::open(self.parent_path.as_str(), OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).unwrap()
+        );
+        let p = parent.as_fd();
+        // fd_path: the canonical key of the in-process table.
+        let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&parent));
+        sys!(self, fs::readlink(link.as_str(), Vec::new()).unwrap());
+        // No inotify subscription: it is made only when the lock is held.
+        sys!(self, std::hint::black_box(rustix::process::getpid()));
+        sys!(self, std::hint::black_box(rustix::process::getpid()));
+        sys!(self, rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap());
+        // publish: mkdirat, openat, fstat (mode already 0700: no fchmod),
+        // info: openat, fchmod, write, close.
+        let staging = self.staging();
+        sys!(self, fs::mkdirat(p, staging.as_str(), Mode::from_raw_mode(0o700)).unwrap());
+        let dir = sys!(self, fs::openat(p, staging.as_str(), DIR_FLAGS, Mode::empty()).unwrap());
+        sys!(self, fs::fstat(&dir).unwrap());
+        self.write_info(dir.as_fd());
+        // The staging descriptor pins the source: fstatat, renameat2, fstatat.
+        sys!(self, fs::statat(p, staging.as_str(), AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        sys!(self, fs::renameat_with(p, staging.as_str(), p, c"f.lock", RenameFlags::NOREPLACE).unwrap());
+        sys!(self, fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        drop(dir);
+        self.calls += 1;
+
+        // release: snapshot through an open root (openat, fstat, listing,
+        // info, fstat after the walk).
+        let root = sys!(self, fs::openat(p, c"f.lock", DIR_FLAGS, Mode::empty()).unwrap());
+        sys!(self, fs::fstat(&root).unwrap());
+        self.list_fresh(root.as_fd());
+        self.observe_info(root.as_fd());
+        sys!(self, fs::fstat(&root).unwrap());
+        // detach, pinned by the root descriptor: fstatat, renameat2, fstatat.
+        sys!(self, fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        sys!(self, fs::renameat_with(p, c"f.lock", p, c"f.lock.removing", RenameFlags::NOREPLACE).unwrap());
+        sys!(self, fs::statat(p, c"f.lock.removing", AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        // verify through the root descriptor.
+        sys!(self, fs::fstat(&root).unwrap());
+        self.list_fresh(root.as_fd());
+        self.observe_info(root.as_fd());
+        sys!(self, fs::fstat(&root).unwrap());
+        // delete_verified: re-observe info, unlink, close root, check, rmdir.
+        self.observe_info(root.as_fd());
+        sys!(self, fs::unlinkat(&root, INFO, AtFlags::empty()).unwrap());
+        drop(root);
+        self.calls += 1;
+        sys!(self, fs::statat(p, c"f.lock.removing", AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        sys!(self, fs::unlinkat(p, c"f.lock.removing", AtFlags::REMOVEDIR).unwrap());
+        drop(parent);
+        self.calls += 1;
+    }
+
+    /// Only what the format needs.
+    fn cycle_format(&mut self, parent: BorrowedFd<'_>) {
+        let staging = self.staging();
+        sys!(self, fs::mkdirat(parent, staging.as_str(), Mode::from_raw_mode(0o700)).unwrap());
+        let info_path = format!("{staging}/info");
+        let info = sys!(
+            self,
+            fs::openat(parent, info_path.as_str(), OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC, Mode::from_raw_mode(0o600)).unwrap()
+        );
+        sys!(self, rustix::io::write(&info, RECORD).unwrap());
+        drop(info);
+        self.calls += 1;
+        sys!(self, fs::renameat_with(parent, staging.as_str(), parent, c"f.lock", RenameFlags::NOREPLACE).unwrap());
+        sys!(self, fs::unlinkat(parent, c"f.lock/info", AtFlags::empty()).unwrap());
+        sys!(self, fs::unlinkat(parent, c"f.lock", AtFlags::REMOVEDIR).unwrap());
+    }
+
+    fn drain_inotify(&mut self) {
+        let mut buf = [0u8; 4096];
+        loop {
+            self.calls += 1;
+            match rustix::io::read(&self.inotify, &mut buf) {
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let dir = args.get(1).expect("usage: exactlock-floor DIR [ITERATIONS] [WARMUP] [PLAN]");
+    let iterations: usize = args.get(2).map_or(3000, |s| s.parse().unwrap());
+    let warmup: usize = args.get(3).map_or(300, |s| s.parse().unwrap());
+    let plan = args.get(4).map_or("current", String::as_str);
+    let mut ctx = Ctx {
+        parent_path: dir.clone(),
+        inotify: inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).unwrap(),
+        calls: 0,
+        seq: 0,
+    };
+    let parent = fs::open(dir.as_str(), OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).unwrap();
+    let run = |ctx: &mut Ctx| match plan {
+        "v0" => ctx.cycle_v0(),
+        "current" => ctx.cycle_current(),
+        "format" => ctx.cycle_format(parent.as_fd()),
+        other => panic!("unknown plan {other}"),
+    };
+    for _ in 0..warmup {
+        run(&mut ctx);
+    }
+    ctx.calls = 0;
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let start = Instant::now();
+        run(&mut ctx);
+        samples.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    let per_cycle = ctx.calls as f64 / iterations as f64;
+    let listed = if args.get(5).map(String::as_str) == Some("samples") {
+        let list: Vec<String> = samples.iter().map(|s| format!("{s:.2}")).collect();
+        format!(",\"samples\":[{}]", list.join(","))
+    } else {
+        String::new()
+    };
+    samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let median = samples[samples.len() / 2];
+    let p99 = samples[((samples.len() as f64) * 0.99) as usize];
+    println!(
+        "{{\"plan\":\"{plan}\",\"iterations\":{iterations},\"median_us\":{median:.2},\"p99_us\":{p99:.2},\"syscalls\":{per_cycle}{listed}}}"
+    );
+}

@@ -1,0 +1,389 @@
+// npm run bench [-- --quick] [-- --only a,b,...] [-- --json FILE]
+//
+// exactlock against proper-lockfile 4.1.2 and lockfile 1.0.4 (and, for the
+// uncontended cycle, a Rust loop of exactly the syscalls one exactlock cycle
+// makes), in one run, on a temp dir under os.tmpdir(). Prints medians, p99
+// and ratios. Asserts only correctness: lost updates and errors make the run
+// exit non-zero; timing is reported, never asserted.
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import {
+  LF_POLL,
+  LF_STALE,
+  LIBRARIES,
+  PL_RETRIES,
+  PL_STALE,
+  adapter,
+  fmtMs,
+  monoNs,
+  nsToMs,
+  ratio,
+  root,
+  sleep,
+  spawnWorker,
+  summary,
+  table,
+  us,
+} from "./lib.mjs";
+
+const argv = process.argv.slice(2);
+const quick = argv.includes("--quick");
+const onlyArg = argv.find((a) => a.startsWith("--only"));
+const only = onlyArg
+  ? new Set((onlyArg.includes("=") ? onlyArg.split("=")[1] : argv[argv.indexOf(onlyArg) + 1]).split(","))
+  : null;
+const jsonAt = argv.indexOf("--json");
+const jsonFile = jsonAt >= 0 ? argv[jsonAt + 1] : null;
+
+const CONFIG = quick
+  ? { cycles: 600, warmup: 100, rounds: 3, procs: 4, sections: 50, handoffs: 15, crashes: 5, idleWaiters: 100, idleWindowMs: 2000 }
+  : { cycles: 3000, warmup: 300, rounds: 10, procs: 4, sections: 200, handoffs: 50, crashes: 20, idleWaiters: 100, idleWindowMs: 5000 };
+
+const results = { config: CONFIG, quick, scenarios: {} };
+const failures = [];
+const log = (...a) => console.log(...a);
+
+function sh(cmd, args) {
+  try {
+    return execFileSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+  } catch {
+    return null;
+  }
+}
+
+// ---------- setup ----------
+
+if (!fs.existsSync(path.join(root, "dist", "index.js")) || !fs.existsSync(path.join(root, "native", "index.js"))) {
+  console.error("bench: build first (npm run build)");
+  process.exit(2);
+}
+const base = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-bench-")));
+const fsType = sh("findmnt", ["-n", "-o", "FSTYPE", "-T", base]) ?? "unknown";
+const statType = sh("stat", ["-f", "-c", "%T", base]) ?? "unknown";
+const cpuModel = (fs.readFileSync("/proc/cpuinfo", "utf8").match(/model name\s*:\s*(.*)/) ?? [])[1] ?? os.cpus()[0]?.model;
+const bunBin = path.join(root, "node_modules", ".bin", "bun");
+const machine = {
+  date: new Date().toISOString(),
+  command: `npm run bench${argv.length ? ` -- ${argv.join(" ")}` : ""}`,
+  nproc: sh("nproc", []) ?? String(os.cpus().length),
+  cpu: cpuModel,
+  kernel: `${os.type()} ${os.release()}`,
+  node: process.version,
+  bun: sh(bunBin, ["--version"]) ?? "not found",
+  tmpdir: base,
+  filesystem: `${fsType} (stat -f: ${statType})`,
+  loadavg: os.loadavg().map((l) => l.toFixed(2)).join(" "),
+};
+results.machine = machine;
+log(`exactlock benchmark${quick ? " (--quick)" : ""}`);
+for (const [k, v] of Object.entries(machine)) log(`  ${k.padEnd(10)} ${v}`);
+if (fsType !== "ext4") log(`  NOTE: the temp dir is on ${fsType}, not ext4; figures are not comparable with the ext4 anchors.`);
+const pkgVersion = (name) => JSON.parse(fs.readFileSync(path.join(root, "node_modules", name, "package.json"), "utf8")).version;
+log(`  versions   exactlock ${pkgVersion("../")}, proper-lockfile ${pkgVersion("proper-lockfile")}, lockfile ${pkgVersion("lockfile")}`);
+log("");
+
+let dirSeq = 0;
+const freshDir = (tag) => {
+  const dir = path.join(base, `${tag}-${++dirSeq}`);
+  fs.mkdirSync(dir);
+  return dir;
+};
+
+const libs = {};
+for (const name of LIBRARIES) libs[name] = await adapter(name);
+
+const wants = (id) => !only || only.has(id);
+
+// ---------- (f) the floor binary ----------
+
+function buildFloor() {
+  const manifest = path.join(root, "bench", "floor", "Cargo.toml");
+  const targetDir = path.join(root, "target", "bench-floor");
+  try {
+    execFileSync("cargo", ["build", "--release", "--quiet", "--manifest-path", manifest, "--target-dir", targetDir], {
+      stdio: ["ignore", "ignore", "inherit"],
+    });
+    return path.join(targetDir, "release", "exactlock-floor");
+  } catch (error) {
+    log(`  floor: cargo build failed (${error.message.split("\n")[0]}); floor rows skipped`);
+    return null;
+  }
+}
+
+function runFloor(bin, plan, iterations, warmup) {
+  const dir = freshDir(`floor-${plan}`);
+  const out = execFileSync(bin, [dir, String(iterations), String(warmup), plan, "samples"], { encoding: "utf8" });
+  const parsed = JSON.parse(out);
+  return { samples: parsed.samples.map((s) => s / 1000), syscalls: parsed.syscalls };
+}
+
+// ---------- (a) uncontended cycles (+ f) ----------
+
+async function uncontended() {
+  const { cycles, warmup, rounds } = CONFIG;
+  const per = Math.ceil(cycles / rounds);
+  log(`(a) uncontended acquire+release, ${per * rounds} cycles each after ${warmup} warm-up, interleaved in ${rounds} rounds`);
+  log(`    exactlock: withFileLock(file, async () => {}) with default options; proper-lockfile: lock()+release()`);
+  log(`    (defaults, realpath on, file exists); lockfile: lock()+unlock() (defaults); floor: bench/floor (Rust)`);
+  const floorBin = buildFloor();
+  const dir = freshDir("uncontended");
+  const files = {};
+  for (const name of LIBRARIES) {
+    files[name] = path.join(dir, `${name}.json`);
+    fs.writeFileSync(files[name], "{}");
+  }
+  const cycle = {
+    exactlock: (f) => libs.exactlock.withLock(f, async () => {}),
+    "proper-lockfile": async (f) => (await libs["proper-lockfile"].acquire(f, "uncontended"))(),
+    lockfile: async (f) => (await libs.lockfile.acquire(f, "uncontended"))(),
+  };
+  const samples = Object.fromEntries(LIBRARIES.map((n) => [n, []]));
+  const floor = { current: [], v0: [], format: [] };
+  let syscalls = {};
+  for (const name of LIBRARIES) for (let i = 0; i < warmup; i++) await cycle[name](files[name]);
+  for (let r = 0; r < rounds; r++) {
+    for (const name of LIBRARIES) {
+      const f = files[name];
+      const run = cycle[name];
+      for (let i = 0; i < per; i++) {
+        const s = monoNs();
+        await run(f);
+        samples[name].push(nsToMs(monoNs() - s));
+      }
+    }
+    if (floorBin) {
+      for (const plan of Object.keys(floor)) {
+        const got = runFloor(floorBin, plan, per, Math.min(50, warmup));
+        floor[plan].push(...got.samples);
+        syscalls[plan] = got.syscalls;
+      }
+    }
+  }
+  const stats = Object.fromEntries(LIBRARIES.map((n) => [n, summary(samples[n])]));
+  const floorStats = floorBin ? Object.fromEntries(Object.keys(floor).map((p) => [p, summary(floor[p])])) : {};
+  const ex = stats.exactlock;
+  const rows = [];
+  if (floorBin) {
+    rows.push([`floor: exactlock's ${syscalls.current} syscalls`, us(floorStats.current.median), us(floorStats.current.p99), ratio(ex.median, floorStats.current.median)]);
+  }
+  for (const name of LIBRARIES) rows.push([name, us(stats[name].median), us(stats[name].p99), ratio(ex.median, stats[name].median)]);
+  if (floorBin) {
+    rows.push([`ref: format minimum (${syscalls.format} syscalls)`, us(floorStats.format.median), us(floorStats.format.p99), ratio(ex.median, floorStats.format.median)]);
+    rows.push([`ref: floor of the v0 list (${syscalls.v0} syscalls)`, us(floorStats.v0.median), us(floorStats.v0.p99), ratio(ex.median, floorStats.v0.median)]);
+  }
+  log(table(rows, ["", "median", "p99", "exactlock ÷ row (median)"]));
+  const pl = stats["proper-lockfile"];
+  const lf = stats.lockfile;
+  log(`    exactlock/floor ${ratio(ex.median, floorStats.current?.median)}; proper-lockfile is ${ratio(pl.median, ex.median)} exactlock's median, lockfile ${ratio(lf.median, ex.median)}`);
+  log("");
+  results.scenarios.uncontended = { stats, floor: floorStats, floorSyscalls: syscalls };
+}
+
+// ---------- (b) contended counter ----------
+
+async function contended() {
+  const { procs, sections } = CONFIG;
+  log(`(b) contended counter: ${procs} processes × ${sections} sections (read the counter file, write it +1, under the lock)`);
+  log(`    exactlock defaults; proper-lockfile retries ${JSON.stringify(PL_RETRIES)}; lockfile wait 60 s, pollPeriod ${LF_POLL}`);
+  const rows = [];
+  const out = {};
+  for (const name of LIBRARIES) {
+    const dir = freshDir(`counter-${name}`);
+    const file = path.join(dir, "counter");
+    fs.writeFileSync(file, "0");
+    const workers = Array.from({ length: procs }, () => spawnWorker(["counter", name, file, String(sections)], { timeoutMs: 600_000 }));
+    await Promise.all(workers.map((w) => w.next("ready")));
+    const start = monoNs();
+    for (const w of workers) w.send({ type: "go" });
+    const done = await Promise.all(workers.map((w) => w.next("done")));
+    const wallMs = nsToMs(monoNs() - start);
+    await Promise.all(workers.map((w) => w.exit));
+    const expected = procs * sections;
+    const final = Number(fs.readFileSync(file, "utf8"));
+    const errors = done.reduce((n, d) => n + d.errors, 0);
+    const completed = expected - errors;
+    const lost = completed - final;
+    const perSecond = (completed / wallMs) * 1000;
+    out[name] = { expected, final, errors, lost, wallMs, perSecond, firstError: done.find((d) => d.firstError)?.firstError };
+    rows.push([name, String(final), String(lost), String(errors), fmtMs(wallMs), perSecond.toFixed(0)]);
+    if (lost !== 0) failures.push(`(b) ${name}: ${lost} lost updates (counter ${final}, ${completed} sections completed)`);
+    if (errors !== 0) failures.push(`(b) ${name}: ${errors} sections failed to get the lock (${JSON.stringify(out[name].firstError)})`);
+  }
+  log(table(rows, ["", "counter", "lost", "errors", "wall", "sections/s"]));
+  const ex = out.exactlock.perSecond;
+  log(`    exactlock sections/s vs proper-lockfile ${ratio(ex, out["proper-lockfile"].perSecond)}, vs lockfile ${ratio(ex, out.lockfile.perSecond)}`);
+  log("");
+  results.scenarios.contended = out;
+}
+
+// ---------- (c) hand-off latency ----------
+
+async function handoff() {
+  const { handoffs } = CONFIG;
+  log(`(c) hand-off across processes: this process holds, releases at a CLOCK_MONOTONIC stamp; a waiting child`);
+  log(`    stamps its acquisition (exactlock: in onAcquired, DEFAULT options, retryDelayMs 100). ${handoffs} hand-offs,`);
+  log(`    holder keeps the lock 30-70 ms after the waiter started waiting.`);
+  const rows = [];
+  const out = {};
+  for (const name of LIBRARIES) {
+    const lib = libs[name];
+    const dir = freshDir(`handoff-${name}`);
+    const file = path.join(dir, "state.json");
+    fs.writeFileSync(file, "{}");
+    const waiter = spawnWorker(["waiter", name, file, "handoff"]);
+    await waiter.next("ready");
+    const latencies = [];
+    const afterRelease = [];
+    let errors = 0;
+    for (let i = 0; i < handoffs; i++) {
+      const release = await lib.acquire(file, "handoff");
+      waiter.send({ type: "go" });
+      await waiter.next("waiting");
+      await sleep(30 + Math.random() * 40);
+      const releasedAt = monoNs();
+      await release();
+      const releaseDone = monoNs();
+      const acquired = await waiter.next("acquired");
+      await waiter.next("released");
+      if (acquired.error) {
+        errors++;
+        failures.push(`(c) ${name}: waiter failed: ${JSON.stringify(acquired.error)}`);
+        continue;
+      }
+      latencies.push(nsToMs(BigInt(acquired.t) - releasedAt));
+      afterRelease.push(nsToMs(BigInt(acquired.t) - releaseDone));
+    }
+    waiter.send({ type: "exit" });
+    await waiter.exit;
+    const s = summary(latencies);
+    const r = summary(afterRelease);
+    out[name] = { ...s, sinceReleaseResolved: r, errors };
+    rows.push([name, fmtMs(s.median), fmtMs(s.p99), fmtMs(s.max), fmtMs(r.median), String(errors)]);
+  }
+  log(table(rows, ["", "p50", "p99", "max", "p50 from release resolved", "errors"]));
+  const ex = out.exactlock.median;
+  log(`    exactlock p50 vs proper-lockfile ${ratio(ex, out["proper-lockfile"].median)}, vs lockfile ${ratio(ex, out.lockfile.median)}`);
+  log("");
+  results.scenarios.handoff = out;
+}
+
+// ---------- (d) crash recovery ----------
+
+async function crashRun(name, file) {
+  const holder = spawnWorker(["hold", name, file, "crash"]);
+  await holder.next("held");
+  const waiter = spawnWorker(["waiter", name, file, "crash"], { timeoutMs: 60_000 });
+  await waiter.next("ready");
+  waiter.send({ type: "go" });
+  await waiter.next("waiting");
+  await sleep(30 + Math.random() * 20);
+  const killedAt = monoNs();
+  await holder.kill("SIGKILL");
+  const acquired = await waiter.next("acquired");
+  await waiter.next("released");
+  waiter.send({ type: "exit" });
+  await waiter.exit;
+  if (acquired.error) return { error: acquired.error };
+  return { latency: nsToMs(BigInt(acquired.t) - killedAt) };
+}
+
+async function crash() {
+  const { crashes } = CONFIG;
+  log(`(d) crash recovery: SIGKILL the holder while a child waits; latency from the kill to the waiter's acquisition, ${crashes} runs`);
+  log(`    exactlock DEFAULT options; proper-lockfile stale ${PL_STALE} ms (its floor) + retries ${JSON.stringify(PL_RETRIES)};`);
+  log(`    lockfile stale ${LF_STALE} ms, wait 60 s, pollPeriod ${LF_POLL}. proper-lockfile and lockfile runs go 5 at a time`);
+  log(`    (separate lock files; their latency is their stale timeout).`);
+  const rows = [];
+  const out = {};
+  for (const name of LIBRARIES) {
+    const latencies = [];
+    let errors = 0;
+    const batch = name === "exactlock" ? 1 : 5;
+    for (let i = 0; i < crashes; i += batch) {
+      const runs = [];
+      for (let j = i; j < Math.min(crashes, i + batch); j++) {
+        const dir = freshDir(`crash-${name}`);
+        const file = path.join(dir, "state.json");
+        fs.writeFileSync(file, "{}");
+        runs.push(crashRun(name, file));
+      }
+      for (const r of await Promise.all(runs)) {
+        if (r.error) {
+          errors++;
+          failures.push(`(d) ${name}: waiter failed: ${JSON.stringify(r.error)}`);
+        } else latencies.push(r.latency);
+      }
+    }
+    const s = summary(latencies);
+    out[name] = { ...s, errors };
+    rows.push([name, fmtMs(s.median), fmtMs(s.p99), fmtMs(s.min), fmtMs(s.max), String(errors)]);
+  }
+  log(table(rows, ["", "p50", "p99", "min", "max", "errors"]));
+  const ex = out.exactlock.median;
+  log(`    exactlock p50 vs proper-lockfile ${ratio(ex, out["proper-lockfile"].median)}, vs lockfile ${ratio(ex, out.lockfile.median)}`);
+  log("");
+  results.scenarios.crash = out;
+}
+
+// ---------- (e) idle waiters ----------
+
+async function idleWaiters() {
+  const { idleWaiters: count, idleWindowMs } = CONFIG;
+  const probeMs = 50;
+  log(`(e) ${count} waiters in one process for ${idleWindowMs / 1000} s while another process holds the lock: CPU of the`);
+  log(`    waiting process (% of one core), and fs.promises.readFile latency there (one read every ${probeMs} ms).`);
+  log(`    "no waiters" is the same process doing only the reads. exactlock retries 1000 (budget 100 s), retryDelayMs 100;`);
+  log(`    proper-lockfile retries ${JSON.stringify(PL_RETRIES)}; lockfile wait 60 s, pollPeriod ${LF_POLL}.`);
+  const rows = [];
+  const out = {};
+  const probeFile = path.join(freshDir("probe"), "probe.txt");
+  fs.writeFileSync(probeFile, "x".repeat(4096));
+  for (const name of ["none", ...LIBRARIES]) {
+    const dir = freshDir(`idle-${name}`);
+    const file = path.join(dir, "state.json");
+    fs.writeFileSync(file, "{}");
+    let holder;
+    if (name !== "none") {
+      holder = spawnWorker(["hold", name, file, "idle"]);
+      await holder.next("held");
+    }
+    const idle = spawnWorker(["idle", name, file, String(count), String(idleWindowMs), String(probeMs), probeFile], {
+      timeoutMs: idleWindowMs + 60_000,
+    });
+    const r = await idle.next("result");
+    await idle.kill("SIGKILL");
+    if (holder) await holder.kill("SIGKILL");
+    out[name] = r;
+    if (r.failures) failures.push(`(e) ${name}: ${r.failures} waiters failed while waiting (${JSON.stringify(r.firstError)})`);
+    rows.push([name === "none" ? "no waiters (reads only)" : name, `${r.cpuPercent.toFixed(2)} %`, fmtMs(r.probeP50), fmtMs(r.probeP99), fmtMs(r.probeMax), String(r.probes), String(r.failures)]);
+  }
+  log(table(rows, ["", "CPU", "readFile p50", "p99", "max", "reads", "failed"]));
+  log(`    exactlock's waiters add ${(out.exactlock.cpuPercent - out.none.cpuPercent).toFixed(2)} % of a core over the reads alone`);
+  log("");
+  results.scenarios.idle = out;
+}
+
+// ---------- main ----------
+
+const started = monoNs();
+try {
+  if (wants("a")) await uncontended();
+  if (wants("b")) await contended();
+  if (wants("c")) await handoff();
+  if (wants("d")) await crash();
+  if (wants("e")) await idleWaiters();
+} catch (error) {
+  failures.push(`bench aborted: ${error?.stack ?? error}`);
+} finally {
+  fs.rmSync(base, { recursive: true, force: true });
+}
+log(`total ${(nsToMs(monoNs() - started) / 1000).toFixed(1)} s`);
+results.failures = failures;
+if (jsonFile) fs.writeFileSync(jsonFile, JSON.stringify(results, null, 2));
+if (failures.length) {
+  log("FAILED:");
+  for (const f of failures) log(`  ${f}`);
+  process.exit(1);
+}
