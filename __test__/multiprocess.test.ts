@@ -18,6 +18,7 @@ import {
   median,
   metric,
   now,
+  runCounterWorkers,
   spawnFixture,
   spawnHolder,
   tempRoot,
@@ -42,22 +43,10 @@ function isAlive(pid: number): boolean {
 describe("mutual exclusion across processes", () => {
   it("4 processes × 250 read-increment-write sections end at exactly 1000, never two inside at once", async () => {
     const root = tempRoot();
-    const counter = path.join(root, "counter");
-    const marker = path.join(root, "inside.marker");
-    fs.writeFileSync(counter, "0");
-    const workers = Array.from({ length: 4 }, () =>
-      spawnFixture("counter-worker.mjs", [counter, counter, marker, "250"]),
-    );
-    await Promise.all(workers.map((worker) => worker.nextLine("ready")));
-    const started = now();
-    for (const worker of workers) worker.send("go");
-    const results = await Promise.all(
-      workers.map(async (worker) => JSON.parse(await worker.nextLine("{", 280_000))),
-    );
-    const exits = await Promise.all(workers.map((worker) => worker.exited));
-    metric("counter 4x250 wall ms", Math.round(now() - started));
+    const { counter, marker, results, exits, wallMs } = await runCounterWorkers(root, 4, 250, 280_000);
+    metric("counter 4x250 wall ms", wallMs);
 
-    expect(exits).toEqual(workers.map(() => ({ code: 0, signal: null })));
+    expect(exits).toEqual(Array.from({ length: 4 }, () => ({ code: 0, signal: null })));
     expect(results.map((r) => r.sections)).toEqual([250, 250, 250, 250]);
     expect(results.map((r) => r.violations)).toEqual([0, 0, 0, 0]);
     expect(fs.readFileSync(counter, "utf8")).toBe("1000");

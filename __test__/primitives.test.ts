@@ -1,7 +1,6 @@
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -17,17 +16,11 @@ import {
   snapshotDirectoryTree,
   snapshotDirectoryTreeAsync,
 } from "../lib/index.ts";
+import { cleanup, tempRoot as sharedTempRoot } from "./fixtures/children.ts";
 
-const roots: string[] = [];
-afterEach(() => {
-  for (const root of roots.splice(0)) fs.rmSync(root, { recursive: true, force: true });
-});
+afterEach(cleanup);
 
-function tempRoot(): string {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-prim-"));
-  roots.push(root);
-  return root;
-}
+const tempRoot = (): string => sharedTempRoot("exactlock-prim-");
 
 const INFO = '{"pid":1,"owner_token":"t"}';
 

@@ -281,6 +281,14 @@ mod tests {
         names
     }
 
+    /// A stale lock `f.lock` in `root`, the open parent, and its snapshot.
+    fn judged_stale_lock(root: &Path) -> (OwnedFd, TreeSnapshot) {
+        write_lock(&root.join("f.lock"), b"old owner");
+        let parent = fsx::open_dir_nofollow(root).unwrap();
+        let judged = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
+        (parent, judged)
+    }
+
     #[test]
     fn publish_refuses_an_existing_empty_directory() {
         let root = tempdir("empty");
@@ -296,9 +304,7 @@ mod tests {
     #[test]
     fn takeover_replaces_exactly_the_judged_tree() {
         let root = tempdir("takeover");
-        write_lock(&root.join("f.lock"), b"old owner");
-        let parent = fsx::open_dir_nofollow(&root).unwrap();
-        let judged = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
+        let (parent, judged) = judged_stale_lock(&root);
         let result = publish_over(parent.as_fd(), OsStr::new("f.lock"), b"new owner", &judged);
         assert!(matches!(result, Ok(Takeover::Published(_))));
         assert_eq!(listing(&root), ["f.lock"]);
@@ -312,9 +318,7 @@ mod tests {
     #[test]
     fn takeover_puts_back_a_byte_identical_successor() {
         let root = tempdir("successor");
-        write_lock(&root.join("f.lock"), b"old owner");
-        let parent = fsx::open_dir_nofollow(&root).unwrap();
-        let judged = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
+        let (parent, judged) = judged_stale_lock(&root);
         // A successor with the same bytes but new inodes takes the name.
         std::fs::remove_dir_all(root.join("f.lock")).unwrap();
         write_lock(&root.join("f.lock"), b"old owner");
@@ -333,9 +337,7 @@ mod tests {
     #[test]
     fn takeover_of_a_vanished_lock_publishes_nothing() {
         let root = tempdir("vanished");
-        write_lock(&root.join("f.lock"), b"old owner");
-        let parent = fsx::open_dir_nofollow(&root).unwrap();
-        let judged = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
+        let (parent, judged) = judged_stale_lock(&root);
         std::fs::remove_dir_all(root.join("f.lock")).unwrap();
         let result = publish_over(parent.as_fd(), OsStr::new("f.lock"), b"new owner", &judged);
         assert!(matches!(result, Ok(Takeover::Vanished)));

@@ -13,6 +13,7 @@ import {
   debrisOf,
   metric,
   now,
+  runCounterWorkers,
   psStartTime,
   spawnFixture,
   spawnHolder,
@@ -28,22 +29,10 @@ function readInfo(lockPath: string): { pid: number } {
 describe("under bun: mutual exclusion across processes", () => {
   it("3 processes × 100 read-increment-write sections end at exactly 300, never two inside at once", async () => {
     const root = tempRoot("exactlock-mp-bun-");
-    const counter = path.join(root, "counter");
-    const marker = path.join(root, "inside.marker");
-    fs.writeFileSync(counter, "0");
-    const workers = Array.from({ length: 3 }, () =>
-      spawnFixture("counter-worker.mjs", [counter, counter, marker, "100"]),
-    );
-    await Promise.all(workers.map((worker) => worker.nextLine("ready")));
-    const started = now();
-    for (const worker of workers) worker.send("go");
-    const results = await Promise.all(
-      workers.map(async (worker) => JSON.parse(await worker.nextLine("{", 170_000))),
-    );
-    const exits = await Promise.all(workers.map((worker) => worker.exited));
-    metric("bun: counter 3x100 wall ms", Math.round(now() - started));
+    const { counter, marker, results, exits, wallMs } = await runCounterWorkers(root, 3, 100, 170_000);
+    metric("bun: counter 3x100 wall ms", wallMs);
 
-    expect(exits).toEqual(workers.map(() => ({ code: 0, signal: null })));
+    expect(exits).toEqual(Array.from({ length: 3 }, () => ({ code: 0, signal: null })));
     expect(results.map((r) => r.sections)).toEqual([100, 100, 100]);
     expect(results.map((r) => r.violations)).toEqual([0, 0, 0]);
     expect(fs.readFileSync(counter, "utf8")).toBe("300");

@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, it } from "bun:test";
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import {
   exactRemoveDirectoryTree,
@@ -13,17 +12,11 @@ import {
   snapshotDirectoryTree,
   snapshotDirectoryTreeAsync,
 } from "../lib/index.ts";
+import { cleanup, tempRoot as sharedTempRoot } from "../__test__/fixtures/children.ts";
 
-const roots: string[] = [];
-afterEach(() => {
-  for (const root of roots.splice(0)) fs.rmSync(root, { recursive: true, force: true });
-});
+afterEach(cleanup);
 
-function tempRoot(): string {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-prim-bun-"));
-  roots.push(root);
-  return root;
-}
+const tempRoot = (): string => sharedTempRoot("exactlock-prim-bun-");
 
 function lockTree(root: string, name = "f.lock"): string {
   const lock = path.join(root, name);
