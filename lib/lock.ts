@@ -57,10 +57,10 @@ function hookFor(thrown: { error?: unknown }): ((lockPath: string) => Promise<vo
   };
 }
 
-function makeRelease(generation: string, lockPath: string): LockRelease {
+function makeRelease(generation: string, lockPath: string, inline: boolean): LockRelease {
   let inflight: Promise<void> | undefined;
   const release = (() => {
-    inflight ??= releaseGeneration(generation, lockPath).finally(() => {
+    inflight ??= releaseGeneration(generation, lockPath, inline).finally(() => {
       inflight = undefined;
     });
     return inflight;
@@ -69,8 +69,12 @@ function makeRelease(generation: string, lockPath: string): LockRelease {
   return release;
 }
 
-async function releaseGeneration(generation: string, lockPath: string): Promise<void> {
-  const failure = await native.releaseLockNative(generation);
+/** Releases: a first attempt on this thread when `inline`, the retries off it. */
+async function releaseGeneration(generation: string, lockPath: string, inline: boolean): Promise<void> {
+  let failure: native.LockFailure | null | undefined;
+  const first = inline ? native.releaseFirstAttemptNative(generation) : undefined;
+  if (first?.done) failure = first.failure;
+  else failure = await native.releaseLockNative(generation, first !== undefined);
   if (failure) throw errorFromFailure({ ...failure, lockPath: failure.lockPath ?? lockPath });
 }
 
@@ -104,31 +108,47 @@ export async function acquireLock(filePath: string, options?: FileLockOptions): 
   const resolved = resolveOptions(options);
   const { signal } = resolved;
   if (signal?.aborted) throw abortReason(signal);
-  const wiring = wireSignal(signal);
+  const request: native.AcquireRequest = {
+    filePath: path,
+    retries: resolved.retries,
+    retryDelayMs: resolved.retryDelayMs,
+    staleMs: resolved.staleMs,
+    ownerHostId: resolved.ownerHostId,
+    previousOwnerHostIds: resolved.previousOwnerHostIds,
+  };
   const thrown: { error?: unknown } = {};
-  let result: native.AcquireResult;
-  try {
-    result = await native.acquireLockNative(
-      {
-        filePath: path,
-        retries: resolved.retries,
-        retryDelayMs: resolved.retryDelayMs,
-        staleMs: resolved.staleMs,
-        ownerHostId: resolved.ownerHostId,
-        previousOwnerHostIds: resolved.previousOwnerHostIds,
-        cancelToken: wiring.token,
-      },
-      hookFor(thrown),
-    );
-  } finally {
-    wiring.unwire();
-  }
+  const result = firstAttempt(request, resolved) ?? (await waitForLock(request, signal, thrown));
   if (!result.lock) {
     throw acquireError(path, resolved, result.failure!, signal, thrown.error);
   }
-  const release = makeRelease(result.lock.generation, result.lock.lockPath);
+  const release = makeRelease(result.lock.generation, result.lock.lockPath, resolved.inlineFastPath);
   if (resolved.onAcquired) await runOnAcquired(resolved.onAcquired, release);
   return release;
+}
+
+/**
+ * The one attempt on this thread, when allowed: its result, or undefined
+ * when the lock is not free (the test hook must be awaited, so it turns
+ * the fast path off).
+ */
+function firstAttempt(request: native.AcquireRequest, options: ResolvedOptions): native.AcquireResult | undefined {
+  if (!options.inlineFastPath || FileLockTestHooks.afterParentMkdir) return undefined;
+  const result = native.acquireFirstAttemptNative(request);
+  return result.lock || result.failure ? result : undefined;
+}
+
+/** The full acquisition off this thread: attempts, judging, waiting. */
+async function waitForLock(
+  request: native.AcquireRequest,
+  signal: AbortSignal | undefined,
+  thrown: { error?: unknown },
+): Promise<native.AcquireResult> {
+  const wiring = wireSignal(signal);
+  try {
+    return await native.acquireLockNative({ ...request, cancelToken: wiring.token }, hookFor(thrown));
+  } finally {
+    wiring.unwire();
+  }
 }
 
 /** The later upstream name of {@link acquireLock}. */

@@ -31,7 +31,10 @@ use crate::fsx;
 use crate::guard::{self, Guarded};
 use crate::observe::{Observation, observe};
 use crate::process;
-use crate::publish::{Publication, PublishError, Published, Takeover, publish, publish_over};
+use crate::publish::{
+    Publication, PublishError, Published, Staged, StagedPublication, Takeover, publish,
+    publish_over,
+};
 use crate::record::OwnerRecord;
 use crate::release;
 use crate::report::{Holder, describe};
@@ -137,34 +140,77 @@ struct Attempts<'a> {
     deadline: Instant,
     count: u32,
     place: Option<QueuePlace>,
+    /// Held until this acquisition has a place in its queue.
+    arrival: Option<table::Arrival>,
     subscription: Option<Subscription>,
+    /// Our record, staged while waiting (see [`Staged`]).
+    staged: Option<Staged>,
     reaped_staging: bool,
 }
 
-/// Acquires the lock for `options.file_path`.
-pub async fn acquire(options: AcquireOptions) -> Result<Arc<Generation>, AcquireError> {
-    let lock_path = lock_path_of(&options.file_path);
-    let (parent_path, lock_name) = fsx::split_final(&lock_path)
-        .map_err(|errno| io_error(&lock_path, errno, "the lock path has no final name"))?;
-    let wake = Arc::new(Notify::new());
-    options.cancel.attach(wake.clone());
-    let budget = Duration::from_secs_f64(
-        (options.retries * options.retry_delay.as_secs_f64()).clamp(0.0, 1e9),
-    );
-    let mut attempts = Attempts {
-        options: &options,
-        lock_path,
-        parent_path,
-        lock_name,
-        owner_token: uuid::Uuid::new_v4().hyphenated().to_string(),
-        wake,
-        deadline: Instant::now() + budget,
-        count: 0,
-        place: None,
-        subscription: None,
-        reaped_staging: false,
-    };
+/// Acquires the lock for `options.file_path`. `arrival` was taken when the
+/// caller asked; it is let go once this acquisition has its queue place.
+pub async fn acquire(
+    options: AcquireOptions,
+    arrival: table::Arrival,
+) -> Result<Arc<Generation>, AcquireError> {
+    let mut attempts = Attempts::new(&options)?;
+    attempts.arrival = Some(arrival);
+    options.cancel.attach(attempts.wake.clone());
     attempts.run().await
+}
+
+/// One attempt made on the caller's thread, for the uncontended case: make
+/// the parent, publish if nothing stands at the lock name and nobody of
+/// this process waits for it. It never waits, never judges a holder and
+/// runs no hook, so it is a bounded handful of syscalls. `Ok(None)` means
+/// the lock is not free now: [`acquire`] takes over and makes the attempt
+/// whole (this one only looked), so the attempt count is unchanged.
+pub fn acquire_first_attempt(
+    options: &AcquireOptions,
+) -> Result<Option<Arc<Generation>>, AcquireError> {
+    let mut attempts = Attempts::new(options)?;
+    attempts.make_parent()?;
+    let parent = attempts.open_parent()?;
+    let key = attempts.key_of(parent.as_fd())?;
+    if !table::nobody_waits_for(&key) {
+        return Ok(None);
+    }
+    release::retry_pending(&key);
+    let record = attempts.record();
+    match attempts.try_publish(parent.as_fd(), &record) {
+        Ok(Some(published)) => Ok(Some(attempts.held(key, parent, published, record))),
+        // Held, or the parent vanished meanwhile: the full state machine
+        // knows what to do with either.
+        Ok(None) | Err(PublishError::Os(Errno::NOENT)) => Ok(None),
+        Err(error) => Err(attempts.publish_error(error)),
+    }
+}
+
+impl<'a> Attempts<'a> {
+    fn new(options: &'a AcquireOptions) -> Result<Self, AcquireError> {
+        let lock_path = lock_path_of(&options.file_path);
+        let (parent_path, lock_name) = fsx::split_final(&lock_path)
+            .map_err(|errno| io_error(&lock_path, errno, "the lock path has no final name"))?;
+        let budget = Duration::from_secs_f64(
+            (options.retries * options.retry_delay.as_secs_f64()).clamp(0.0, 1e9),
+        );
+        Ok(Attempts {
+            options,
+            lock_path,
+            parent_path,
+            lock_name,
+            owner_token: uuid::Uuid::new_v4().hyphenated().to_string(),
+            wake: Arc::new(Notify::new()),
+            deadline: Instant::now() + budget,
+            count: 0,
+            place: None,
+            arrival: None,
+            subscription: None,
+            staged: None,
+            reaped_staging: false,
+        })
+    }
 }
 
 impl Attempts<'_> {
@@ -174,9 +220,7 @@ impl Attempts<'_> {
             self.check_cancel()?;
             self.count += 1;
             let parent = self.prepare_parent().await?;
-            let key: LockKey = fsx::fd_path(parent.as_fd())
-                .map_err(|errno| self.io(errno, "cannot resolve the lock's parent directory"))?
-                .join(&self.lock_name);
+            let key = self.key_of(parent.as_fd())?;
             self.join_queue(&key);
             if !table::is_head(&self.place.as_ref().expect("joined").0) {
                 // Another acquisition in this process is ahead: wait for the
@@ -185,19 +229,10 @@ impl Attempts<'_> {
                 continue;
             }
             release::retry_pending(&key);
-            let record = OwnerRecord::for_this_process(
-                process::current_start_time(),
-                now_ms(),
-                self.owner_token.clone(),
-                self.options.policy.owner_host_id.clone(),
-            )
-            .to_json()
-            .into_bytes();
-            match publish(parent.as_fd(), &self.lock_name, &record) {
-                Ok(Publication::Published(published)) => {
-                    return Ok(self.held(key, parent, published, record));
-                }
-                Ok(Publication::Contended) => {}
+            let record = self.record();
+            match self.try_publish(parent.as_fd(), &record) {
+                Ok(Some(published)) => return Ok(self.held(key, parent, published, record)),
+                Ok(None) => {}
                 // The parent vanished between creating it and publishing.
                 Err(PublishError::Os(Errno::NOENT)) if immediate < MAX_IMMEDIATE_RETRIES => {
                     immediate += 1;
@@ -224,6 +259,7 @@ impl Attempts<'_> {
                 _ => None,
             };
             immediate = 0;
+            self.stage_for_wake(parent.as_fd());
             self.wait_or_give_up(parent.as_fd(), exit, holder).await?;
         }
     }
@@ -244,6 +280,7 @@ impl Attempts<'_> {
             parent_path,
             lock_name: self.lock_name.clone(),
             root: published.root,
+            published: published.tree,
             record_bytes: record,
             owner_token: self.owner_token.clone(),
             policy: self.options.policy.clone(),
@@ -274,14 +311,22 @@ impl Attempts<'_> {
 
     /// Creates missing parents, runs the test hook, and opens the parent.
     async fn prepare_parent(&self) -> Result<OwnedFd, AcquireError> {
-        fsx::create_dir_all(&self.parent_path, Mode::from_raw_mode(0o700))
-            .map_err(|errno| self.io(errno, "cannot create the lock's parent directory"))?;
+        self.make_parent()?;
         if let Some(hook) = &self.options.after_parent_mkdir {
             hook(self.lock_path.to_string_lossy().into_owned())
                 .await
                 .map_err(AcquireError::Hook)?;
             self.check_cancel()?;
         }
+        self.open_parent()
+    }
+
+    fn make_parent(&self) -> Result<(), AcquireError> {
+        fsx::create_dir_all(&self.parent_path, Mode::from_raw_mode(0o700))
+            .map_err(|errno| self.io(errno, "cannot create the lock's parent directory"))
+    }
+
+    fn open_parent(&self) -> Result<OwnedFd, AcquireError> {
         // Symlinks in the parent path are followed on purpose: aliased
         // paths name the same lock. Everything below the parent is
         // resolved relative to this descriptor, no-follow.
@@ -291,6 +336,65 @@ impl Attempts<'_> {
             Mode::empty(),
         )
         .map_err(|errno| self.io(errno, "cannot open the lock's parent directory"))
+    }
+
+    /// The lock's canonical key: the parent as the kernel names it now.
+    fn key_of(&self, parent: BorrowedFd<'_>) -> Result<LockKey, AcquireError> {
+        Ok(fsx::fd_path(parent)
+            .map_err(|errno| self.io(errno, "cannot resolve the lock's parent directory"))?
+            .join(&self.lock_name))
+    }
+
+    /// The record this attempt would publish, stamped now.
+    fn record(&self) -> Vec<u8> {
+        OwnerRecord::for_this_process(
+            process::current_start_time(),
+            now_ms(),
+            self.owner_token.clone(),
+            self.options.policy.owner_host_id.clone(),
+        )
+        .to_json()
+        .into_bytes()
+    }
+
+    /// Publishes `record` unless something already stands at the lock
+    /// name; `None` when the lock is taken.
+    fn try_publish(
+        &mut self,
+        parent: BorrowedFd<'_>,
+        record: &[u8],
+    ) -> Result<Option<Published>, PublishError> {
+        // Look before leaping: a held lock costs one `stat` instead of a
+        // staging directory made, renamed in vain and removed. The
+        // no-replace rename stays the arbiter when the name is free.
+        if fsx::stat_nofollow(parent, &self.lock_name).is_ok() {
+            return Ok(None);
+        }
+        if let Some(mut staged) = self.staged.take()
+            && staged.fits(parent, record)
+        {
+            match staged.publish(&self.lock_name, record)? {
+                StagedPublication::Published(published) => return Ok(Some(published)),
+                StagedPublication::Contended => {
+                    self.staged = Some(staged);
+                    return Ok(None);
+                }
+                StagedPublication::Lost => {}
+            }
+        }
+        Ok(match publish(parent, &self.lock_name, record)? {
+            Publication::Published(published) => Some(published),
+            Publication::Contended => None,
+        })
+    }
+
+    /// Stages our record while the lock is held, so that the wake-up that
+    /// frees it costs one rename. Best effort: without it, the next
+    /// attempt stages as it publishes.
+    fn stage_for_wake(&mut self, parent: BorrowedFd<'_>) {
+        if self.staged.is_none() && Instant::now() < self.deadline {
+            self.staged = Staged::new(parent, &self.lock_name, &self.record()).ok();
+        }
     }
 
     fn join_queue(&mut self, key: &LockKey) {
@@ -303,6 +407,7 @@ impl Attempts<'_> {
                 self.options.sequence,
                 self.wake.clone(),
             )));
+            self.arrival = None;
         }
     }
 

@@ -23,8 +23,9 @@ use crate::gc;
 use crate::identity::LockDirIdentity;
 use crate::process;
 use crate::record::OwnerRecord;
-use crate::release::{self, ReleaseError};
+use crate::release::{self, FirstAttempt, ReleaseError};
 use crate::report::Holder;
+use crate::table::{Arrival, Generation};
 use crate::verdict::HostPolicy;
 use crate::wait::Cancel;
 
@@ -194,6 +195,53 @@ fn policy_of(owner_host_id: Option<String>, previous: Option<Vec<String>>) -> Ho
     }
 }
 
+fn options_of(
+    request: AcquireRequest,
+    cancel: Arc<Cancel>,
+    after_parent_mkdir: Option<Hook>,
+    sequence: u64,
+) -> AcquireOptions {
+    AcquireOptions {
+        file_path: PathBuf::from(&request.file_path),
+        retries: request.retries,
+        retry_delay: Duration::from_secs_f64(request.retry_delay_ms.max(0.0) / 1000.0),
+        stale_ms: request.stale_ms,
+        policy: policy_of(request.owner_host_id, request.previous_owner_host_ids),
+        cancel,
+        after_parent_mkdir,
+        sequence,
+    }
+}
+
+fn acquire_result(
+    result: std::result::Result<Option<Arc<Generation>>, AcquireError>,
+) -> AcquireResult {
+    match result {
+        Ok(generation) => AcquireResult {
+            lock: generation.map(|generation| HeldLock {
+                generation: generation.id.to_string(),
+                lock_path: generation.key.to_string_lossy().into_owned(),
+                owner_token: generation.owner_token.clone(),
+                record: String::from_utf8_lossy(&generation.record_bytes).into_owned(),
+            }),
+            failure: None,
+        },
+        Err(error) => AcquireResult {
+            lock: None,
+            failure: Some(acquire_failure(error)),
+        },
+    }
+}
+
+/// The first attempt, synchronously on the calling thread, when the lock
+/// is free (see `acquire::acquire_first_attempt`): the lock, a failure, or
+/// neither — then the caller goes on with `acquireLockNative`.
+#[napi]
+pub fn acquire_first_attempt_native(request: AcquireRequest) -> AcquireResult {
+    let options = options_of(request, Arc::default(), None, crate::table::next_id());
+    acquire_result(acquire::acquire_first_attempt(&options))
+}
+
 /// Acquires a lock; resolves once published or failed. The caller's place
 /// in this process's queue is taken here, synchronously, so waiters are
 /// served in the order they called.
@@ -207,42 +255,31 @@ pub fn acquire_lock_native<'env>(
     after_parent_mkdir: Option<HookFunction>,
 ) -> Result<PromiseRaw<'env, AcquireResult>> {
     let sequence = crate::table::next_id();
-    env.spawn_future(acquire_async(request, after_parent_mkdir, sequence))
+    let arrival = crate::table::arrive();
+    env.spawn_future(acquire_async(
+        request,
+        after_parent_mkdir,
+        sequence,
+        arrival,
+    ))
 }
 
 async fn acquire_async(
     request: AcquireRequest,
     after_parent_mkdir: Option<HookFunction>,
     sequence: u64,
+    arrival: Arrival,
 ) -> Result<AcquireResult> {
-    let cancel = take_cancel(request.cancel_token);
-    let options = AcquireOptions {
-        file_path: PathBuf::from(&request.file_path),
-        retries: request.retries,
-        retry_delay: Duration::from_secs_f64(request.retry_delay_ms.max(0.0) / 1000.0),
-        stale_ms: request.stale_ms,
-        policy: policy_of(request.owner_host_id, request.previous_owner_host_ids),
-        cancel,
-        after_parent_mkdir: after_parent_mkdir.map(hook_of),
+    let token = request.cancel_token;
+    let options = options_of(
+        request,
+        take_cancel(token),
+        after_parent_mkdir.map(hook_of),
         sequence,
-    };
-    let result = acquire::acquire(options).await;
-    forget_cancel(request.cancel_token);
-    Ok(match result {
-        Ok(generation) => AcquireResult {
-            lock: Some(HeldLock {
-                generation: generation.id.to_string(),
-                lock_path: generation.key.to_string_lossy().into_owned(),
-                owner_token: generation.owner_token.clone(),
-                record: String::from_utf8_lossy(&generation.record_bytes).into_owned(),
-            }),
-            failure: None,
-        },
-        Err(error) => AcquireResult {
-            lock: None,
-            failure: Some(acquire_failure(error)),
-        },
-    })
+    );
+    let result = acquire::acquire(options, arrival).await;
+    forget_cancel(token);
+    Ok(acquire_result(result.map(Some)))
 }
 
 fn acquire_failure(error: AcquireError) -> LockFailure {
@@ -271,13 +308,8 @@ fn acquire_failure(error: AcquireError) -> LockFailure {
     }
 }
 
-/// Releases a generation; resolves to `null` on success or a failure.
-#[napi]
-pub async fn release_lock_native(generation: String) -> Result<Option<LockFailure>> {
-    let Ok(id) = generation.parse::<u64>() else {
-        return Ok(Some(failure("ERELEASED", "unknown lock generation".into())));
-    };
-    Ok(release::release(id).await.err().map(|error| match error {
+fn release_failure(error: ReleaseError) -> LockFailure {
+    match error {
         ReleaseError::Unknown => failure(
             "ERELEASED",
             "Failed to release file lock: local owner generation is unknown (released already?)."
@@ -298,7 +330,57 @@ pub async fn release_lock_native(generation: String) -> Result<Option<LockFailur
             code,
             format!("Failed to release file lock: transient removal failure ({code})."),
         ),
-    }))
+    }
+}
+
+fn unknown_generation() -> LockFailure {
+    failure("ERELEASED", "unknown lock generation".into())
+}
+
+#[napi(object)]
+pub struct ReleaseFirstAttempt {
+    /// Whether the release is over; if not, call `releaseLockNative` with
+    /// `continued`.
+    pub done: bool,
+    pub failure: Option<LockFailure>,
+}
+
+/// The first release attempt, synchronously on the calling thread: it
+/// never sleeps; the retries that need a pause are `releaseLockNative`'s.
+#[napi]
+pub fn release_first_attempt_native(generation: String) -> ReleaseFirstAttempt {
+    let Ok(id) = generation.parse::<u64>() else {
+        return ReleaseFirstAttempt {
+            done: true,
+            failure: Some(unknown_generation()),
+        };
+    };
+    match release::release_first_attempt(id) {
+        FirstAttempt::Done(result) => ReleaseFirstAttempt {
+            done: true,
+            failure: result.err().map(release_failure),
+        },
+        FirstAttempt::Continue => ReleaseFirstAttempt {
+            done: false,
+            failure: None,
+        },
+    }
+}
+
+/// Releases a generation (`continued`: after `releaseFirstAttemptNative`);
+/// resolves to `null` on success or a failure.
+#[napi]
+pub async fn release_lock_native(
+    generation: String,
+    continued: Option<bool>,
+) -> Result<Option<LockFailure>> {
+    let Ok(id) = generation.parse::<u64>() else {
+        return Ok(Some(unknown_generation()));
+    };
+    Ok(release::release(id, continued.unwrap_or(false))
+        .await
+        .err()
+        .map(release_failure))
 }
 
 /// `processStartTime(pid)`: the start time as `ps -o lstart=` prints it

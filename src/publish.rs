@@ -29,6 +29,18 @@ pub struct Published {
     /// directory can be given its inode number: a byte-identical copy made
     /// after someone removed the lock can never pass for it at release.
     pub root: OwnedFd,
+    /// The tree as published (root and record), for an exact removal that
+    /// need not walk it first.
+    pub tree: TreeSnapshot,
+}
+
+impl Published {
+    /// The publication of `root`, whose record `info` holds `record`.
+    fn of(root: OwnedFd, info: BorrowedFd<'_>, record: &[u8]) -> Result<Published, Errno> {
+        let tree =
+            TreeSnapshot::of_single_file(&fs::fstat(&root)?, INFO_NAME, &fs::fstat(info)?, record);
+        Ok(Published { root, tree })
+    }
 }
 
 /// The result of one publication attempt.
@@ -118,7 +130,7 @@ pub fn publish_over(
     let staging = staging_name(lock_name);
     fs::mkdirat(parent, &staging, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
     let staged = match stage(parent, &staging, record) {
-        Ok(staged) => staged,
+        Ok((staged, _record)) => staged,
         Err(error) => {
             remove_staging(parent, &staging, None);
             return Err(error);
@@ -174,7 +186,7 @@ pub fn publish(
     let staging = staging_name(lock_name);
     fs::mkdirat(parent, &staging, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
     let staged = match stage(parent, &staging, record) {
-        Ok(staged) => staged,
+        Ok((staged, _record)) => staged,
         Err(error) => {
             remove_staging(parent, &staging, None);
             return Err(error);
@@ -199,12 +211,12 @@ pub fn publish(
 }
 
 /// Writes the record into the staging directory `staging` (already
-/// created) with explicit modes; returns the directory's identity.
+/// created) with explicit modes; returns the directory and the record, open.
 fn stage(
     parent: BorrowedFd<'_>,
     staging: &OsStr,
     record: &[u8],
-) -> Result<Published, PublishError> {
+) -> Result<(Published, OwnedFd), PublishError> {
     let dir = fsx::open_child_dir(parent, staging).map_err(PublishError::Os)?;
     // Explicit modes: the umask (even 0777) must not weaken or lock us out.
     fs::fchmod(&dir, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
@@ -216,21 +228,143 @@ fn stage(
     )
     .map_err(PublishError::Os)?;
     fs::fchmod(&info, Mode::from_raw_mode(INFO_MODE)).map_err(PublishError::Os)?;
-    write_all(info.as_fd(), record).map_err(PublishError::Os)?;
-    drop(info);
-    Ok(Published { root: dir })
+    write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
+    let published = Published::of(dir, info.as_fd(), record).map_err(PublishError::Os)?;
+    Ok((published, info))
 }
 
-fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> Result<(), Errno> {
+/// Writes all of `bytes` at `offset`.
+fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8], mut offset: u64) -> Result<(), Errno> {
     while !bytes.is_empty() {
-        match rustix::io::write(fd, bytes) {
+        match rustix::io::pwrite(fd, bytes, offset) {
             Ok(0) => return Err(Errno::IO),
-            Ok(n) => bytes = &bytes[n..],
+            Ok(n) => {
+                bytes = &bytes[n..];
+                offset += n as u64;
+            }
             Err(Errno::INTR) => {}
             Err(errno) => return Err(errno),
         }
     }
     Ok(())
+}
+
+/// A waiter's record, staged once per acquisition and published by a
+/// single rename when the lock frees. A woken waiter then does not build a
+/// staging directory while the releaser is still removing its lock in the
+/// same directory, and a waiter that loses the race keeps its staging for
+/// the next wake. Dropping it removes the staging directory.
+pub struct Staged {
+    parent: OwnedFd,
+    /// The parent's `(dev, ino)`, to tell whether a later attempt's parent
+    /// is still this directory.
+    parent_id: (u64, u64),
+    name: OsString,
+    /// `None` once published: it became the lock directory.
+    root: Option<OwnedFd>,
+    /// The record, kept open so its timestamp can be renewed in place.
+    info: OwnedFd,
+    len: usize,
+}
+
+/// What publishing a staged record did.
+#[derive(Debug)]
+pub enum StagedPublication {
+    Published(Published),
+    /// Something stands at the lock name; the staging is kept.
+    Contended,
+    /// The staging directory is not there any more (someone removed it):
+    /// stage again.
+    Lost,
+}
+
+impl Staged {
+    /// Stages `record` for `lock_name` in `parent`.
+    pub fn new(
+        parent: BorrowedFd<'_>,
+        lock_name: &OsStr,
+        record: &[u8],
+    ) -> Result<Staged, PublishError> {
+        crate::faults::check("publish.stage")
+            .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
+        let parent = rustix::io::fcntl_dupfd_cloexec(parent, 0).map_err(PublishError::Os)?;
+        let parent_stat = fs::fstat(&parent).map_err(PublishError::Os)?;
+        let parent_id = (fsx::dev_of(&parent_stat), fsx::ino_of(&parent_stat));
+        let name = staging_name(lock_name);
+        fs::mkdirat(&parent, &name, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
+        match stage(parent.as_fd(), &name, record) {
+            Ok((published, info)) => Ok(Staged {
+                parent,
+                parent_id,
+                name,
+                root: Some(published.root),
+                info,
+                len: record.len(),
+            }),
+            Err(error) => {
+                remove_staging(parent.as_fd(), &name, None);
+                Err(error)
+            }
+        }
+    }
+
+    /// Whether `record` can replace the staged one in place: it has the
+    /// same length (records of one acquisition differ only in their
+    /// timestamp) and is staged in the same directory as `parent`.
+    pub fn fits(&self, parent: BorrowedFd<'_>, record: &[u8]) -> bool {
+        let same_parent = fs::fstat(parent)
+            .is_ok_and(|now| (fsx::dev_of(&now), fsx::ino_of(&now)) == self.parent_id);
+        same_parent && record.len() == self.len
+    }
+
+    /// Renews the staged record to `record` (see [`Staged::fits`]) and
+    /// renames the staging directory onto `lock_name`, never replacing
+    /// anything.
+    pub fn publish(
+        &mut self,
+        lock_name: &OsStr,
+        record: &[u8],
+    ) -> Result<StagedPublication, PublishError> {
+        debug_assert_eq!(record.len(), self.len);
+        write_all(self.info.as_fd(), record, 0).map_err(PublishError::Os)?;
+        // Observed before the rename, which changes neither inode's
+        // identity nor the record's times: once the name is ours, nothing
+        // can fail before the lock is recorded as held.
+        let root = self.root.as_ref().expect("staged until published");
+        let tree = TreeSnapshot::of_single_file(
+            &fs::fstat(root).map_err(PublishError::Os)?,
+            INFO_NAME,
+            &fs::fstat(&self.info).map_err(PublishError::Os)?,
+            record,
+        );
+        crate::faults::check("publish.rename")
+            .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
+        let outcome = rename::rename_no_replace_at(
+            self.parent.as_fd(),
+            &self.name,
+            self.parent.as_fd(),
+            lock_name,
+        );
+        if outcome.ok {
+            let root = self.root.take().expect("published once");
+            return Ok(StagedPublication::Published(Published { root, tree }));
+        }
+        if outcome.refused_with(rename::Refusal::DestinationExists) {
+            Ok(StagedPublication::Contended)
+        } else if outcome.refused_with(rename::Refusal::NotFound) {
+            Ok(StagedPublication::Lost)
+        } else {
+            Err(PublishError::Rename(outcome.code.unwrap_or("io_error")))
+        }
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if let Some(root) = &self.root {
+            remove_staging(self.parent.as_fd(), &self.name, Some(root));
+        }
+    }
 }
 
 /// Removes a staging directory this attempt created: its record, then the

@@ -7,7 +7,6 @@
 //! in-process table, so a later acquisition in this process retries it and
 //! never steals from it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::fd::AsFd;
@@ -15,7 +14,7 @@ use rustix::fd::AsFd;
 use crate::debris;
 use crate::identity::info_entry;
 use crate::table::{self, BeginRelease, Generation, LockKey};
-use crate::tree::{self, sha256_hex};
+use crate::tree::{self, TreeSnapshot, sha256_hex};
 
 /// `FILE_LOCK_RELEASE_RETRY_ATTEMPTS`.
 pub const RELEASE_RETRY_ATTEMPTS: u32 = 5;
@@ -48,40 +47,88 @@ pub enum ReleaseError {
     Pending(&'static str),
 }
 
-/// Releases the generation `id`.
-pub async fn release(id: u64) -> Result<(), ReleaseError> {
-    let generation = table::begin_release(id).map_err(|e| match e {
-        BeginRelease::Unknown => ReleaseError::Unknown,
-        BeginRelease::AlreadyReleasing => ReleaseError::AlreadyReleasing,
-    })?;
+/// What the first, inline release attempt concluded.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FirstAttempt {
+    /// The release is over, one way or the other.
+    Done(Result<(), ReleaseError>),
+    /// The attempt did not remove the generation; continue with
+    /// [`release`]`(id, true)`, which makes the remaining attempts.
+    Continue,
+}
+
+/// The first attempt at releasing the generation `id`: bounded, never
+/// sleeps, so it can run on the caller's thread. Only what needs a pause
+/// (the retries) is left to [`release`].
+pub fn release_first_attempt(id: u64) -> FirstAttempt {
+    let generation = match table::begin_release(id) {
+        Ok(generation) => generation,
+        Err(error) => return FirstAttempt::Done(Err(begin_error(error))),
+    };
+    match attempt(&generation) {
+        Ok(done) => FirstAttempt::Done(done),
+        Err(_) => FirstAttempt::Continue,
+    }
+}
+
+/// Releases the generation `id`; with `continued`, after
+/// [`release_first_attempt`] made the first attempt.
+pub async fn release(id: u64, continued: bool) -> Result<(), ReleaseError> {
+    let generation = if continued {
+        table::releasing(id).ok_or(ReleaseError::Unknown)?
+    } else {
+        table::begin_release(id).map_err(begin_error)?
+    };
     let mut last = Removal::Transient("unknown");
-    for attempt in 0..RELEASE_RETRY_ATTEMPTS {
-        last = match remove_generation(&generation) {
-            Ok(()) => {
-                table::forget(id);
-                return Ok(());
-            }
-            Err(Removal::Missing) => {
-                table::forget(id);
-                return Err(ReleaseError::Missing);
-            }
-            // Retried too: a waiter taking over a stale lock holds our name
-            // for a few microseconds when what it swapped out was ours, and
-            // gives it back at once.
-            Err(other) => other,
-        };
-        if attempt + 1 < RELEASE_RETRY_ATTEMPTS {
+    for number in u32::from(continued)..RELEASE_RETRY_ATTEMPTS {
+        if number > 0 {
             tokio::time::sleep(Duration::from_millis(RELEASE_RETRY_DELAY_MS)).await;
         }
+        match attempt(&generation) {
+            Ok(done) => return done,
+            Err(removal) => last = removal,
+        }
     }
+    Err(give_up(generation.id, last))
+}
+
+fn begin_error(error: BeginRelease) -> ReleaseError {
+    match error {
+        BeginRelease::Unknown => ReleaseError::Unknown,
+        BeginRelease::AlreadyReleasing => ReleaseError::AlreadyReleasing,
+    }
+}
+
+/// One removal attempt: the release's outcome, or why another attempt is
+/// worth making.
+fn attempt(generation: &Generation) -> Result<Result<(), ReleaseError>, Removal> {
+    match remove_generation(generation) {
+        Ok(()) => {
+            table::forget(generation.id);
+            Ok(Ok(()))
+        }
+        Err(Removal::Missing) => {
+            table::forget(generation.id);
+            Ok(Err(ReleaseError::Missing))
+        }
+        // Retried too: a waiter taking over a stale lock holds our name
+        // for a few microseconds when what it swapped out was ours, and
+        // gives it back at once.
+        Err(other) => Err(other),
+    }
+}
+
+/// After the last failed attempt: a transient failure fences the
+/// generation (release pending); another owner's lock lets it go.
+fn give_up(id: u64, last: Removal) -> ReleaseError {
     match last {
         Removal::Transient(code) => {
             table::mark_release_pending(id);
-            Err(ReleaseError::Pending(code))
+            ReleaseError::Pending(code)
         }
         _ => {
             table::forget(id);
-            Err(ReleaseError::OwnerChanged)
+            ReleaseError::OwnerChanged
         }
     }
 }
@@ -101,9 +148,25 @@ pub fn retry_pending(key: &LockKey) {
 }
 
 /// One attempt at removing a generation's lock directory.
-pub fn remove_generation(generation: &Arc<Generation>) -> Result<(), Removal> {
-    let parent = generation.parent.as_fd();
+///
+/// First as published: if nothing touched the lock since, the exact
+/// removal needs no walk of it beforehand (and the name is freed a dozen
+/// syscalls sooner). If it no longer matches (its record was re-stamped, or
+/// the name holds something else), the lock is looked at afresh and
+/// removed only if it is still our generation.
+pub fn remove_generation(generation: &Generation) -> Result<(), Removal> {
     crate::faults::check("release.snapshot").map_err(Removal::Transient)?;
+    crate::faults::check("release.remove").map_err(Removal::Transient)?;
+    if generation
+        .published
+        .files_look_unchanged(generation.root.as_fd())
+    {
+        match remove_exactly(generation, &generation.published) {
+            Err(Removal::OwnerChanged) => {}
+            done => return done,
+        }
+    }
+    let parent = generation.parent.as_fd();
     let snapshot = match tree::snapshot_tree_at(parent, &generation.lock_name) {
         Ok(snapshot) => snapshot,
         Err(err) => {
@@ -115,19 +178,23 @@ pub fn remove_generation(generation: &Arc<Generation>) -> Result<(), Removal> {
         }
     };
     let our_digest = sha256_hex(&generation.record_bytes);
-    let root = rustix::fs::fstat(&generation.root).map_err(|_| Removal::Transient("io_error"))?;
-    let ours = snapshot.root_dev == root.st_dev
-        && snapshot.root_ino == root.st_ino
+    let ours = snapshot.root_dev == generation.published.root_dev
+        && snapshot.root_ino == generation.published.root_ino
         && info_entry(&snapshot).and_then(|info| info.sha256.as_deref()) == Some(&our_digest);
     if !ours {
         return Err(Removal::OwnerChanged);
     }
-    crate::faults::check("release.remove").map_err(Removal::Transient)?;
+    remove_exactly(generation, &snapshot)
+}
+
+/// Removes the generation's lock if it is exactly `expected`.
+fn remove_exactly(generation: &Generation, expected: &TreeSnapshot) -> Result<(), Removal> {
+    let parent = generation.parent.as_fd();
     let outcome = tree::exact_remove_tree_at(
         parent,
         &generation.parent_path,
         &generation.lock_name,
-        &snapshot,
+        expected,
     );
     if outcome.ok {
         return Ok(());

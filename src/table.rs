@@ -9,12 +9,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rustix::fd::OwnedFd;
 use tokio::sync::Notify;
 
+use crate::tree::TreeSnapshot;
 use crate::verdict::HostPolicy;
 
 /// The canonical name of a lock: the realpath of its parent directory plus
@@ -35,6 +36,8 @@ pub struct Generation {
     /// recycled for a copy while this generation lives; its dev/ino are
     /// what release compares against.
     pub root: OwnedFd,
+    /// The tree as published, what release removes if nothing changed it.
+    pub published: TreeSnapshot,
     /// The exact record bytes this generation wrote.
     pub record_bytes: Vec<u8>,
     pub owner_token: String,
@@ -86,6 +89,34 @@ pub fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
+/// Acquisitions that have asked for a lock but not yet joined its queue
+/// (their key is not known until their first attempt resolves the parent).
+static ARRIVING: AtomicUsize = AtomicUsize::new(0);
+
+/// An acquisition between its call and its first place in a queue. While
+/// any exists, no acquisition may go ahead of the queues on the calling
+/// thread: it could be for the same lock, and it asked first.
+pub struct Arrival(());
+
+/// Counts an acquisition as arriving until the returned value is dropped.
+pub fn arrive() -> Arrival {
+    ARRIVING.fetch_add(1, Ordering::SeqCst);
+    Arrival(())
+}
+
+impl Drop for Arrival {
+    fn drop(&mut self) {
+        ARRIVING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether an acquisition of `key` may try the disk at once without
+/// overtaking anyone of this process: nobody is arriving and nobody queues
+/// for `key`.
+pub fn nobody_waits_for(key: &LockKey) -> bool {
+    ARRIVING.load(Ordering::SeqCst) == 0 && !table().queues.contains_key(key)
+}
+
 /// Records a freshly published generation as held.
 pub fn insert_held(generation: Generation) -> Arc<Generation> {
     let generation = Arc::new(generation);
@@ -127,6 +158,16 @@ pub fn forget(id: u64) {
     if let Some(entry) = table.generations.remove(&id) {
         wake_head(&table, &entry.generation.key);
     }
+}
+
+/// A generation whose release has begun ([`begin_release`]) and is being
+/// continued elsewhere.
+pub fn releasing(id: u64) -> Option<Arc<Generation>> {
+    table()
+        .generations
+        .get(&id)
+        .filter(|entry| entry.status == Status::Releasing)
+        .map(|entry| entry.generation.clone())
 }
 
 /// Fences a generation whose release failed transiently.

@@ -147,6 +147,46 @@ pub struct TreeSnapshot {
 }
 
 impl TreeSnapshot {
+    /// The snapshot of a directory holding exactly one file, built from
+    /// their `fstat`s and the bytes written, without walking it: what
+    /// [`snapshot_tree_at`] would see of a lock directory just published.
+    pub fn of_single_file(root: &Stat, file_name: &str, file: &Stat, bytes: &[u8]) -> Self {
+        TreeSnapshot {
+            root_dev: fsx::dev_of(root),
+            root_ino: fsx::ino_of(root),
+            entries: vec![
+                TreeEntry::observed(String::new(), EntryKind::Directory, root, None),
+                TreeEntry::observed(
+                    file_name.to_string(),
+                    EntryKind::File,
+                    file,
+                    Some(sha256_hex(bytes)),
+                ),
+            ],
+        }
+    }
+
+    /// Whether the files of this snapshot still look unchanged through
+    /// `root`, an open descriptor of its root (metadata only: an equal
+    /// ctime means nothing was written). A cheap look before acting on the
+    /// snapshot; the exact removal still verifies everything.
+    pub fn files_look_unchanged(&self, root: BorrowedFd<'_>) -> bool {
+        self.entries
+            .iter()
+            .filter(|entry| entry.kind == EntryKind::File)
+            .all(|entry| {
+                fsx::stat_nofollow(root, OsStr::new(&entry.relative_path)).is_ok_and(|stat| {
+                    let now = TreeEntry::observed(
+                        entry.relative_path.clone(),
+                        EntryKind::File,
+                        &stat,
+                        entry.sha256.clone(),
+                    );
+                    entry.same_object_as(&now)
+                })
+            })
+    }
+
     /// Whether `later` shows the same tree: same root, no entry added or
     /// missing, and every entry the same object in the same state.
     pub fn same_tree_as(&self, later: &TreeSnapshot) -> bool {
