@@ -29,7 +29,7 @@ use crate::debris;
 use crate::errno::{errno_code, errno_text};
 use crate::fsx;
 use crate::guard::{self, Guarded};
-use crate::observe::{Observation, observe};
+use crate::observe::{Observation, glance_record, observe};
 use crate::process;
 use crate::publish::{
     Publication, PublishError, Published, Staged, StagedPublication, Takeover, publish,
@@ -37,10 +37,10 @@ use crate::publish::{
 };
 use crate::record::OwnerRecord;
 use crate::release;
-use crate::report::{Holder, describe};
+use crate::report::{Holder, describe, describe_record};
 use crate::table::{self, Generation, LockKey, Ticket};
 use crate::tree::{self, TreeSnapshot};
-use crate::verdict::{HostPolicy, Liveness, judge};
+use crate::verdict::{HostPolicy, Liveness, judge, judge_record};
 use crate::wait::{self, Cancel, HolderExit, Subscription};
 
 /// A test seam awaited between parent creation and publication in each
@@ -423,6 +423,9 @@ impl Attempts<'_> {
         if self.subscription.is_none() {
             self.subscription = wait::watch(parent, &self.lock_name, self.wake.clone());
         }
+        if let Some(holder) = self.holder_at_a_glance(parent) {
+            return Ok(Judged::Held(holder));
+        }
         let observation = observe(parent, &self.lock_name)
             .map_err(|e| self.io(e.0, "cannot read the lock's owner record"))?;
         let verdict = judge(
@@ -439,15 +442,34 @@ impl Attempts<'_> {
             }
             _ => {}
         }
-        if !self.reaped_staging {
-            self.reaped_staging = true;
-            debris::reap_staging_of(parent, Some(&self.lock_name));
-        }
+        self.reap_staging_once(parent);
         Ok(Judged::Held(describe(
             &observation,
             verdict,
             &self.options.policy,
         )))
+    }
+
+    /// A first look at the record alone, which is all a holder that must be
+    /// waited for (alive, or on another host) needs. Anything else is
+    /// observed in full, identity first, before a verdict may act on it.
+    fn holder_at_a_glance(&mut self, parent: BorrowedFd<'_>) -> Option<Holder> {
+        let record = glance_record(parent, &self.lock_name)?;
+        let verdict = judge_record(&record, &self.options.policy, process::probe);
+        if verdict.stale {
+            return None;
+        }
+        self.reap_staging_once(parent);
+        Some(describe_record(record, verdict, &self.options.policy))
+    }
+
+    /// Staging dirs of dead acquirers are reaped by the first contended
+    /// attempt of each acquisition.
+    fn reap_staging_once(&mut self, parent: BorrowedFd<'_>) {
+        if !self.reaped_staging {
+            self.reaped_staging = true;
+            debris::reap_staging_of(parent, Some(&self.lock_name));
+        }
     }
 
     /// Replaces a stale lock with ours in one atomic exchange, or, where

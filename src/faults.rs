@@ -60,6 +60,16 @@ pub fn clear() {
     ARMED.store(false, Ordering::SeqCst);
 }
 
+/// Whether `step` would fail now (without using up a count).
+pub fn is_armed(step: &'static str) -> bool {
+    ARMED.load(Ordering::Relaxed)
+        && faults()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(step)
+            .is_some_and(|fault| fault.remaining != Some(0))
+}
+
 /// Fails with the armed code if `step` is armed.
 pub fn check(step: &'static str) -> Result<(), &'static str> {
     if !ARMED.load(Ordering::Relaxed) {

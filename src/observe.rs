@@ -114,6 +114,20 @@ pub fn observe(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, Obse
 }
 
 /// What reading `info` gave.
+/// The owner record at `name`, if it is a directory holding a readable,
+/// valid record: a first look that snapshots nothing, so it may back only
+/// a decision that removes nothing (waiting for a live holder).
+pub fn glance_record(parent: BorrowedFd<'_>, name: &OsStr) -> Option<OwnerRecord> {
+    if crate::faults::is_armed("observe") {
+        return None;
+    }
+    let dir = fsx::open_child_dir(parent, name).ok()?;
+    match read_info(dir.as_fd()) {
+        Ok(InfoRead::Present(bytes)) => OwnerRecord::parse(&bytes),
+        _ => None,
+    }
+}
+
 enum InfoRead {
     Present(Vec<u8>),
     Absent,

@@ -43,6 +43,17 @@ pub struct Holder {
 }
 
 /// Describes the holder an observation shows.
+/// A holder known by its valid record alone.
+pub fn describe_record(record: OwnerRecord, verdict: Verdict, policy: &HostPolicy) -> Holder {
+    Holder {
+        state: HolderState::Record,
+        foreign: policy.is_foreign(record.owner_host_id.as_deref()),
+        record: Some(record),
+        verdict,
+        code: None,
+    }
+}
+
 pub fn describe(observation: &Observation, verdict: Verdict, policy: &HostPolicy) -> Holder {
     let (state, record, code) = match observation {
         Observation::Missing => (HolderState::Free, None, None),

@@ -180,6 +180,16 @@ pub fn judge(
             };
         }
     };
+    judge_record(record, policy, probe)
+}
+
+/// The verdict on a valid owner record (the last rules of [`judge`]): it
+/// depends on the record alone, not on the tree around it.
+pub fn judge_record(
+    record: &OwnerRecord,
+    policy: &HostPolicy,
+    probe: impl Fn(u32) -> Probe,
+) -> Verdict {
     if policy.is_foreign(record.owner_host_id.as_deref()) {
         return Verdict {
             stale: false,
