@@ -480,6 +480,80 @@ mod tests {
     }
 
     #[test]
+    fn published_tree_is_what_a_walk_of_the_lock_sees() {
+        let root = tempdir("published-tree");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let record = b"{\"pid\":1}";
+        let Ok(Publication::Published(published)) =
+            publish(parent.as_fd(), OsStr::new("f.lock"), record)
+        else {
+            panic!("published");
+        };
+        let walked = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
+        assert!(published.tree.same_tree_as(&walked));
+        assert!(published.tree.files_look_unchanged(published.root.as_fd()));
+        assert!(published.tree.names_unchanged(published.root.as_fd()));
+        // Touching the record (same bytes, new ctime) is a change.
+        std::fs::write(root.join("f.lock/info"), record).unwrap();
+        assert!(!published.tree.files_look_unchanged(published.root.as_fd()));
+        std::fs::write(root.join("f.lock/extra"), b"").unwrap();
+        assert!(!published.tree.names_unchanged(published.root.as_fd()));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn staged_record_waits_publishes_once_and_is_removed_when_dropped() {
+        let root = tempdir("staged");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let lock = OsStr::new("f.lock");
+        std::fs::create_dir(root.join("f.lock")).unwrap();
+        let mut staged = Staged::new(parent.as_fd(), lock, b"{\"timestamp\":1}").unwrap();
+        assert!(staged.fits(parent.as_fd(), b"{\"timestamp\":2}"));
+        assert!(!staged.fits(parent.as_fd(), b"{\"timestamp\":22}"));
+        // Held by someone: the staging stays for the next try.
+        let held = staged.publish(lock, b"{\"timestamp\":2}").unwrap();
+        assert!(matches!(held, StagedPublication::Contended));
+        assert_eq!(listing(&root).len(), 2);
+        // Free: one rename publishes the renewed record.
+        std::fs::remove_dir(root.join("f.lock")).unwrap();
+        let Ok(StagedPublication::Published(published)) =
+            staged.publish(lock, b"{\"timestamp\":3}")
+        else {
+            panic!("published");
+        };
+        assert_eq!(listing(&root), ["f.lock"]);
+        assert_eq!(
+            std::fs::read(root.join("f.lock/info")).unwrap(),
+            b"{\"timestamp\":3}"
+        );
+        let walked = tree::snapshot_tree_at(parent.as_fd(), lock).unwrap();
+        assert!(published.tree.same_tree_as(&walked));
+        // Dropping a published staging removes nothing.
+        drop(staged);
+        assert_eq!(listing(&root), ["f.lock"]);
+        // Dropping an unpublished one removes it.
+        let waiting = Staged::new(parent.as_fd(), lock, b"{}").unwrap();
+        assert_eq!(listing(&root).len(), 2);
+        drop(waiting);
+        assert_eq!(listing(&root), ["f.lock"]);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn staged_record_removed_by_someone_else_is_lost_not_an_error() {
+        let root = tempdir("staged-lost");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let lock = OsStr::new("f.lock");
+        let mut staged = Staged::new(parent.as_fd(), lock, b"{}").unwrap();
+        let staging = listing(&root).pop().unwrap();
+        std::fs::remove_dir_all(root.join(staging)).unwrap();
+        let result = staged.publish(lock, b"{}").unwrap();
+        assert!(matches!(result, StagedPublication::Lost));
+        assert_eq!(listing(&root), Vec::<String>::new());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
     fn staging_names_round_trip_their_pid() {
         let lock = OsStr::new("state.json.lock");
         let staging = staging_name(lock);

@@ -9,10 +9,15 @@
 
 use std::time::Duration;
 
-use rustix::fd::AsFd;
+use std::ffi::OsStr;
+
+use rustix::fd::{AsFd, BorrowedFd};
+use rustix::fs::{self, AtFlags, FlockOperation, RenameFlags};
+use rustix::io::Errno;
 
 use crate::debris;
-use crate::identity::info_entry;
+use crate::fsx;
+use crate::identity::{INFO_NAME, info_entry};
 use crate::table::{self, BeginRelease, Generation, LockKey};
 use crate::tree::{self, TreeSnapshot, sha256_hex};
 
@@ -147,24 +152,14 @@ pub fn retry_pending(key: &LockKey) {
     }
 }
 
-/// One attempt at removing a generation's lock directory.
-///
-/// First as published: if nothing touched the lock since, the exact
-/// removal needs no walk of it beforehand (and the name is freed a dozen
-/// syscalls sooner). If it no longer matches (its record was re-stamped, or
-/// the name holds something else), the lock is looked at afresh and
-/// removed only if it is still our generation.
+/// One attempt at removing a generation's lock directory: the short way
+/// when it is exactly as published, else by looking at it afresh and
+/// removing it only if it is still our generation.
 pub fn remove_generation(generation: &Generation) -> Result<(), Removal> {
     crate::faults::check("release.snapshot").map_err(Removal::Transient)?;
     crate::faults::check("release.remove").map_err(Removal::Transient)?;
-    if generation
-        .published
-        .files_look_unchanged(generation.root.as_fd())
-    {
-        match remove_exactly(generation, &generation.published) {
-            Err(Removal::OwnerChanged) => {}
-            done => return done,
-        }
+    if let Some(done) = remove_as_published(generation) {
+        return done;
     }
     let parent = generation.parent.as_fd();
     let snapshot = match tree::snapshot_tree_at(parent, &generation.lock_name) {
@@ -178,13 +173,88 @@ pub fn remove_generation(generation: &Generation) -> Result<(), Removal> {
         }
     };
     let our_digest = sha256_hex(&generation.record_bytes);
-    let ours = snapshot.root_dev == generation.published.root_dev
-        && snapshot.root_ino == generation.published.root_ino
+    let ours = is_our_root(&snapshot_root(&snapshot), generation)
         && info_entry(&snapshot).and_then(|info| info.sha256.as_deref()) == Some(&our_digest);
     if !ours {
         return Err(Removal::OwnerChanged);
     }
     remove_exactly(generation, &snapshot)
+}
+
+fn snapshot_root(snapshot: &TreeSnapshot) -> (u64, u64) {
+    (snapshot.root_dev, snapshot.root_ino)
+}
+
+fn is_our_root(seen: &(u64, u64), generation: &Generation) -> bool {
+    *seen == snapshot_root(&generation.published)
+}
+
+fn stat_root(parent: BorrowedFd<'_>, name: &OsStr) -> Option<(u64, u64)> {
+    fsx::stat_nofollow(parent, name)
+        .ok()
+        .map(|stat| (fsx::dev_of(&stat), fsx::ino_of(&stat)))
+}
+
+/// The release of a lock that is exactly as this generation published it,
+/// in a dozen syscalls and without walking it: `None` as soon as anything
+/// differs, for the general path to decide.
+///
+/// Why this is exact: the root directory is ours by identity, and cannot
+/// be a copy, because we hold it open since publication (its inode number
+/// cannot be recycled). The record is ours because it is the same inode
+/// with the same size, mtime and ctime as right after we wrote it: the
+/// kernel stamps ctime on every change to an inode and nobody can set it
+/// back, so an equal ctime proves the bytes unchanged. The directory holds
+/// nothing else (listed before the detach; `rmdir` refuses if something
+/// appears later). Reclaimers take turns on the root's `flock`, and the
+/// name is checked again after the detach, so nothing that took the name
+/// meanwhile is ever removed: it is put back.
+fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
+    let parent = generation.parent.as_fd();
+    let root = generation.root.as_fd();
+    let published = &generation.published;
+    let name = &generation.lock_name;
+    let removing = debris::removing_name(name);
+    if !(published.files_look_unchanged(root) && published.names_unchanged(root)) {
+        return None;
+    }
+    match fs::flock(root, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) | Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => {}
+        // A reclaimer is judging this directory right now.
+        Err(_) => return Some(Err(Removal::Transient("busy"))),
+    }
+    // Handing over to the general path: it takes the turn through a
+    // descriptor of its own, so ours must not keep it.
+    let hand_over = || {
+        let _ = fs::flock(root, FlockOperation::Unlock);
+        None
+    };
+    if !stat_root(parent, name).is_some_and(|seen| is_our_root(&seen, generation)) {
+        return hand_over();
+    }
+    // Detach: from here a successor may take the lock name; it is never in
+    // reach of what follows.
+    if fs::renameat_with(parent, name, parent, &removing, RenameFlags::NOREPLACE).is_err() {
+        return hand_over();
+    }
+    let detached_ours = stat_root(parent, &removing)
+        .is_some_and(|seen| is_our_root(&seen, generation))
+        && published.files_look_unchanged(root);
+    if !detached_ours {
+        // Someone swapped the name between our look and the rename, or
+        // touched the record: give back what we moved, untouched.
+        let _ = fs::renameat_with(parent, &removing, parent, name, RenameFlags::NOREPLACE);
+        return hand_over();
+    }
+    if let Err(errno) = fs::unlinkat(root, INFO_NAME, AtFlags::empty()) {
+        let _ = fs::renameat_with(parent, &removing, parent, name, RenameFlags::NOREPLACE);
+        return Some(Err(Removal::Transient(crate::errno::errno_code(errno))));
+    }
+    // Our record is gone and the name is free: released. If `rmdir` is
+    // refused, what is left in the directory was put there by someone
+    // else, and stays for `.removing` debris handling.
+    let _ = fs::unlinkat(parent, &removing, AtFlags::REMOVEDIR);
+    Some(Ok(()))
 }
 
 /// Removes the generation's lock if it is exactly `expected`.
@@ -235,4 +305,105 @@ fn detached_tree_is_ours(parent: rustix::fd::BorrowedFd<'_>, generation: &Genera
         return false;
     };
     (seen.st_dev, seen.st_ino) == (ours.st_dev, ours.st_ino)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acquire::{AcquireOptions, acquire_first_attempt};
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    fn tempdir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "exactlock-release-{tag}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Acquires `dir/f` on this thread (the lock is free).
+    fn acquire_free(dir: &Path) -> u64 {
+        let options = AcquireOptions {
+            file_path: dir.join("f"),
+            retries: 0.0,
+            retry_delay: Duration::from_millis(1),
+            stale_ms: 10_000.0,
+            policy: Default::default(),
+            cancel: Default::default(),
+            after_parent_mkdir: None,
+            sequence: table::next_id(),
+        };
+        acquire_first_attempt(&options)
+            .unwrap()
+            .expect("a free lock is taken by the first attempt")
+            .id
+    }
+
+    #[test]
+    fn untouched_lock_is_released_by_the_first_attempt() {
+        let dir = tempdir("untouched");
+        let id = acquire_free(&dir);
+        assert_eq!(listing(&dir), ["f.lock"]);
+        assert_eq!(release_first_attempt(id), FirstAttempt::Done(Ok(())));
+        assert_eq!(listing(&dir), Vec::<String>::new());
+        assert_eq!(
+            release_first_attempt(id),
+            FirstAttempt::Done(Err(ReleaseError::Unknown))
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn record_rewritten_with_the_same_bytes_is_still_ours() {
+        // The short path refuses (new ctime); the full look finds our bytes.
+        let dir = tempdir("touched");
+        let id = acquire_free(&dir);
+        let info = dir.join("f.lock/info");
+        std::fs::write(&info, std::fs::read(&info).unwrap()).unwrap();
+        assert_eq!(release_first_attempt(id), FirstAttempt::Done(Ok(())));
+        assert_eq!(listing(&dir), Vec::<String>::new());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn record_replaced_by_other_bytes_is_not_ours_and_stays() {
+        let dir = tempdir("replaced");
+        let id = acquire_free(&dir);
+        std::fs::write(dir.join("f.lock/info"), b"{\"pid\":1,\"timestamp\":1}").unwrap();
+        assert_eq!(release_first_attempt(id), FirstAttempt::Continue);
+        assert_eq!(listing(&dir), ["f.lock"]);
+        assert_eq!(
+            std::fs::read(dir.join("f.lock/info")).unwrap(),
+            b"{\"pid\":1,\"timestamp\":1}"
+        );
+        table::forget(id);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn successor_at_the_name_is_never_removed() {
+        let dir = tempdir("successor");
+        let id = acquire_free(&dir);
+        // Someone moved our lock away and published their own.
+        std::fs::rename(dir.join("f.lock"), dir.join("moved")).unwrap();
+        std::fs::create_dir(dir.join("f.lock")).unwrap();
+        std::fs::write(dir.join("f.lock/info"), b"theirs").unwrap();
+        assert_eq!(release_first_attempt(id), FirstAttempt::Continue);
+        assert_eq!(listing(&dir), ["f.lock", "moved"]);
+        assert_eq!(std::fs::read(dir.join("f.lock/info")).unwrap(), b"theirs");
+        table::forget(id);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

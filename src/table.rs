@@ -240,6 +240,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn nobody_goes_ahead_while_an_acquisition_is_arriving_or_queued() {
+        let key = PathBuf::from(format!("/arrival-test-{}", next_id()));
+        let arriving = arrive();
+        assert!(
+            !nobody_waits_for(&key),
+            "an arriving acquisition may be for this key"
+        );
+        let ticket = enqueue(key.clone(), next_id(), Arc::new(Notify::new()));
+        drop(arriving);
+        assert!(!nobody_waits_for(&key), "a queued waiter is ahead");
+        dequeue(&ticket);
+        // Other tests of this binary may hold arrivals of their own; only
+        // this key's queue is ours to check.
+        assert!(!table().queues.contains_key(&key));
+    }
+
+    #[test]
     fn queue_is_fifo_and_wakes_the_next_head() {
         let key = PathBuf::from(format!("/queue-test-{}", next_id()));
         let second_wake = Arc::new(Notify::new());

@@ -187,6 +187,20 @@ impl TreeSnapshot {
             })
     }
 
+    /// Whether the directory `root` (an open descriptor of this
+    /// snapshot's root) holds exactly the names this snapshot lists at its
+    /// top level, nothing more or less.
+    pub fn names_unchanged(&self, root: BorrowedFd<'_>) -> bool {
+        let expected: Vec<&str> = self
+            .entries
+            .iter()
+            .skip(1)
+            .filter(|entry| !entry.relative_path.contains('/'))
+            .map(|entry| entry.relative_path.as_str())
+            .collect();
+        list_names(root, expected.len() + 1).is_ok_and(|names| names == expected)
+    }
+
     /// Whether `later` shows the same tree: same root, no entry added or
     /// missing, and every entry the same object in the same state.
     pub fn same_tree_as(&self, later: &TreeSnapshot) -> bool {

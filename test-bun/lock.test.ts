@@ -153,3 +153,35 @@ describe("exactlock under bun", () => {
     expect(processStartTime(await deadPid())).toBeNull();
   });
 });
+
+describe("hot path under Bun", () => {
+  it("a free lock is taken and given back on the calling thread; inlineFastPath: false works off it", async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-bun-inline-"));
+    roots.push(root);
+    const file = path.join(root, "state.json");
+    const inline = acquireLock(file);
+    expect(fs.existsSync(`${file}.lock`)).toBe(true);
+    const releasing = (await inline)();
+    expect(fs.existsSync(`${file}.lock`)).toBe(false);
+    await releasing;
+    // Off the thread, the work races this one: only the outcome is certain.
+    const release = await acquireLock(file, { inlineFastPath: false });
+    expect(fs.existsSync(`${file}.lock`)).toBe(true);
+    await release();
+    expect(fs.readdirSync(root)).toEqual([]);
+  });
+
+  it("a waiter stages its record while waiting and publishes it when the lock frees", async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-bun-staged-"));
+    roots.push(root);
+    const file = path.join(root, "state.json");
+    const holder = await acquireLock(file);
+    const waiting = acquireLock(file, { retries: 1000, retryDelayMs: 10 });
+    const staged = () => fs.readdirSync(root).filter((name) => name.includes(".pending."));
+    for (let i = 0; i < 500 && staged().length === 0; i++) await new Promise((r) => setTimeout(r, 2));
+    expect(staged()).toHaveLength(1);
+    await holder();
+    await (await waiting)();
+    expect(fs.readdirSync(root)).toEqual([]);
+  });
+});

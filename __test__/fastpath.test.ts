@@ -1,0 +1,160 @@
+/**
+ * The hot path (issue 4): while a lock is free, acquisition and release do
+ * their work on the calling thread (`inlineFastPath`, default true), which
+ * is observable as the lock appearing or vanishing before the first await;
+ * a waiter stages its record once and publishes it with one rename when the
+ * lock frees; staging is cleaned up on every way a wait can end.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { acquireLock, withFileLock } from "../lib/index.ts";
+import { cleanup, exists, lockPathOf, makeRoot, patient, rejectionOf, sleep, waitUntil } from "./helpers.ts";
+
+afterEach(cleanup);
+
+/** The staging directories of `file`'s lock: `<file>.lock.pending.<pid>.<uuid>`. */
+function stagingOf(file: string): string[] {
+  const prefix = `${path.basename(file)}.lock.pending.`;
+  return fs.readdirSync(path.dirname(file)).filter((name) => name.startsWith(prefix));
+}
+
+describe("inlineFastPath", () => {
+  it("a free lock is published before acquireLock returns its promise", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const pending = acquireLock(file);
+    expect(exists(lockPathOf(file))).toBe(true);
+    const release = await pending;
+    const releasing = release();
+    expect(exists(lockPathOf(file))).toBe(false);
+    await releasing;
+    expect(fs.readdirSync(path.dirname(file))).toEqual([]);
+  });
+
+  it("inlineFastPath: false acquires and releases off the calling thread", async () => {
+    // The off-thread work races this thread, so only its outcome is
+    // asserted; the Rust tests cover both halves of the split.
+    const file = path.join(makeRoot(), "state.json");
+    const release = await acquireLock(file, { inlineFastPath: false });
+    expect(exists(lockPathOf(file))).toBe(true);
+    await release();
+    expect(fs.readdirSync(path.dirname(file))).toEqual([]);
+    await withFileLock(file, async () => expect(exists(lockPathOf(file))).toBe(true), { inlineFastPath: false });
+    expect(fs.readdirSync(path.dirname(file))).toEqual([]);
+  });
+
+  it("rejects a non-boolean inlineFastPath before touching the disk", async () => {
+    const root = makeRoot();
+    const file = path.join(root, "sub", "state.json");
+    for (const bad of [1, "yes", null]) {
+      const error = await rejectionOf(acquireLock(file, { inlineFastPath: bad as never }));
+      expect(error).toBeInstanceOf(TypeError);
+      expect(String(error.message)).toMatch(/inlineFastPath/);
+    }
+    expect(fs.readdirSync(root)).toEqual([]);
+  });
+
+  it("a held lock is not taken inline: the second acquisition waits its turn", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const order: string[] = [];
+    const first = await acquireLock(file);
+    const second = acquireLock(file, patient).then((release) => {
+      order.push("second");
+      return release;
+    });
+    await sleep(20);
+    expect(order).toEqual([]);
+    order.push("first releases");
+    await first();
+    await (await second)();
+    expect(order).toEqual(["first releases", "second"]);
+  });
+
+  it("a late caller lines up behind an in-process waiter that asked first (the guard itself: table.rs unit test)", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const order: string[] = [];
+    const holder = await acquireLock(file);
+    const queued = acquireLock(file, patient).then(async (release) => {
+      order.push("queued");
+      await sleep(5);
+      await release();
+    });
+    await sleep(20);
+    const releasing = holder();
+    // The lock is free on disk for an instant now; a new caller must still
+    // line up behind the waiter that asked first.
+    const late = withFileLock(file, async () => {
+      order.push("late");
+    }, patient);
+    await Promise.all([releasing, queued, late]);
+    expect(order).toEqual(["queued", "late"]);
+  });
+});
+
+describe("a waiter's staged record", () => {
+  it("is staged while waiting and becomes the lock with a fresh timestamp", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const holder = await acquireLock(file);
+    const waiting = acquireLock(file, patient);
+    await waitUntil(() => stagingOf(file).length === 1, 5000, "the waiter's staging dir");
+    const [staging] = stagingOf(file);
+    expect(staging).toMatch(new RegExp(`\\.pending\\.${process.pid}\\.[0-9a-f-]{36}$`));
+    const staged = JSON.parse(fs.readFileSync(path.join(path.dirname(file), staging, "info"), "utf8"));
+    await sleep(30);
+    const releasedAt = Date.now();
+    await holder();
+    const release = await waiting;
+    const record = JSON.parse(fs.readFileSync(path.join(lockPathOf(file), "info"), "utf8"));
+    expect(record.owner_token).toBe(staged.owner_token);
+    expect(record.timestamp).toBeGreaterThanOrEqual(releasedAt);
+    expect(stagingOf(file)).toEqual([]);
+    await release();
+    expect(fs.readdirSync(path.dirname(file))).toEqual([]);
+  });
+
+  it("is removed when the wait times out", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const holder = await acquireLock(file);
+    const error = await rejectionOf(acquireLock(file, { retries: 5, retryDelayMs: 10 }));
+    expect(error.code).toBe("ELOCKED");
+    expect(stagingOf(file)).toEqual([]);
+    await holder();
+  });
+
+  it("is removed when the wait is aborted", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const holder = await acquireLock(file);
+    const controller = new AbortController();
+    const waiting = acquireLock(file, { ...patient, signal: controller.signal });
+    await waitUntil(() => stagingOf(file).length === 1, 5000, "the waiter's staging dir");
+    controller.abort(new Error("stop"));
+    const error = await rejectionOf(waiting);
+    expect(error.message).toBe("stop");
+    expect(stagingOf(file)).toEqual([]);
+    await holder();
+  });
+
+  it("removed by someone else while waiting is staged again, and the lock still changes hands", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const holder = await acquireLock(file);
+    const waiting = acquireLock(file, patient);
+    await waitUntil(() => stagingOf(file).length === 1, 5000, "the waiter's staging dir");
+    fs.rmSync(path.join(path.dirname(file), stagingOf(file)[0]), { recursive: true });
+    await holder();
+    const release = await waiting;
+    expect(JSON.parse(fs.readFileSync(path.join(lockPathOf(file), "info"), "utf8")).pid).toBe(process.pid);
+    await release();
+    expect(fs.readdirSync(path.dirname(file))).toEqual([]);
+  });
+});
+
+describe("release", () => {
+  it("a record rewritten with its own bytes while held is still ours and is removed", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const release = await acquireLock(file);
+    const info = path.join(lockPathOf(file), "info");
+    fs.writeFileSync(info, fs.readFileSync(info));
+    await release();
+    expect(fs.readdirSync(path.dirname(file))).toEqual([]);
+  });
+});
