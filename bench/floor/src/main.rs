@@ -19,8 +19,8 @@ use std::ffi::CStr;
 use std::time::Instant;
 
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, AtFlags, Dir, Mode, OFlags, RenameFlags};
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+use rustix::fs::{self, AtFlags, Dir, Mode, OFlags, RenameFlags};
 
 const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::DIRECTORY)
@@ -61,7 +61,10 @@ impl Ctx {
     /// openat(".") + getdents64 until 0 + close.
     fn list_read_from(&mut self, dir: BorrowedFd<'_>) {
         let flags = sys!(self, fs::fcntl_getfl(dir).unwrap());
-        let fresh = sys!(self, fs::openat(dir, c".", flags | OFlags::CLOEXEC, Mode::empty()).unwrap());
+        let fresh = sys!(
+            self,
+            fs::openat(dir, c".", flags | OFlags::CLOEXEC, Mode::empty()).unwrap()
+        );
         self.drain(fresh);
     }
 
@@ -79,11 +82,20 @@ impl Ctx {
 
     /// `observe_file`: newfstatat, openat, fstat, read, read (EOF), fstat, close.
     fn observe_info(&mut self, dir: BorrowedFd<'_>) {
-        sys!(self, fs::statat(dir, INFO, AtFlags::SYMLINK_NOFOLLOW).unwrap());
-        let f = sys!(self, fs::openat(dir, INFO, READ_FLAGS, Mode::empty()).unwrap());
+        sys!(
+            self,
+            fs::statat(dir, INFO, AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
+        let f = sys!(
+            self,
+            fs::openat(dir, INFO, READ_FLAGS, Mode::empty()).unwrap()
+        );
         sys!(self, fs::fstat(&f).unwrap());
         let mut buf = [0u8; 256];
-        let n = sys!(self, rustix::io::read(&f, &mut buf[..RECORD.len() + 1]).unwrap());
+        let n = sys!(
+            self,
+            rustix::io::read(&f, &mut buf[..RECORD.len() + 1]).unwrap()
+        );
         assert_eq!(n, RECORD.len());
         sys!(self, rustix::io::read(&f, &mut buf[n..n + 1]).unwrap());
         sys!(self, fs::fstat(&f).unwrap());
@@ -93,15 +105,27 @@ impl Ctx {
 
     /// `open_root`: newfstatat, openat, fstat.
     fn open_root(&mut self, parent: BorrowedFd<'_>, name: &str) -> OwnedFd {
-        sys!(self, fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).unwrap());
-        let root = sys!(self, fs::openat(parent, name, DIR_FLAGS, Mode::empty()).unwrap());
+        sys!(
+            self,
+            fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
+        let root = sys!(
+            self,
+            fs::openat(parent, name, DIR_FLAGS, Mode::empty()).unwrap()
+        );
         sys!(self, fs::fstat(&root).unwrap());
         root
     }
 
     fn write_staging(&mut self, parent: BorrowedFd<'_>, staging: &str) -> OwnedFd {
-        sys!(self, fs::mkdirat(parent, staging, Mode::from_raw_mode(0o700)).unwrap());
-        let dir = sys!(self, fs::openat(parent, staging, DIR_FLAGS, Mode::empty()).unwrap());
+        sys!(
+            self,
+            fs::mkdirat(parent, staging, Mode::from_raw_mode(0o700)).unwrap()
+        );
+        let dir = sys!(
+            self,
+            fs::openat(parent, staging, DIR_FLAGS, Mode::empty()).unwrap()
+        );
         sys!(self, fs::fchmod(&dir, Mode::from_raw_mode(0o700)).unwrap());
         self.write_info(dir.as_fd());
         dir
@@ -129,12 +153,20 @@ impl Ctx {
     /// reads of the inotify events the dispatcher task makes).
     fn cycle_v0(&mut self) {
         let mut token = [0u8; 16];
-        sys!(self, rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap());
+        sys!(
+            self,
+            rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap()
+        );
         // prepare_parent: create_dir_all's stat, then open O_PATH.
         sys!(self, fs::stat(self.parent_path.as_str()).unwrap());
         let parent = sys!(
             self,
-            fs::open(self.parent_path.as_str(), OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).unwrap()
+            fs::open(
+                self.parent_path.as_str(),
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty()
+            )
+            .unwrap()
         );
         let p = parent.as_fd();
         // fd_path: the canonical key.
@@ -143,21 +175,41 @@ impl Ctx {
         // join_queue: the inotify subscription.
         let wd = sys!(
             self,
-            inotify::add_watch(&self.inotify, link.as_str(), WatchFlags::DELETE | WatchFlags::MOVED_FROM | WatchFlags::ONLYDIR).unwrap()
+            inotify::add_watch(
+                &self.inotify,
+                link.as_str(),
+                WatchFlags::DELETE | WatchFlags::MOVED_FROM | WatchFlags::ONLYDIR
+            )
+            .unwrap()
         );
         sys!(self, std::hint::black_box(rustix::process::getpid()));
         sys!(self, std::hint::black_box(rustix::process::getpid()));
-        sys!(self, rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap());
+        sys!(
+            self,
+            rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap()
+        );
         // publish
         let staging = self.staging();
         let dir = self.write_staging(p, &staging);
         sys!(self, fs::fstat(&dir).unwrap());
         // rename_no_replace_at: pin_source, renameat2, verify_destination.
-        sys!(self, fs::statat(p, staging.as_str(), AtFlags::SYMLINK_NOFOLLOW).unwrap());
-        let pin = sys!(self, fs::openat(p, staging.as_str(), PIN_FLAGS, Mode::empty()).unwrap());
+        sys!(
+            self,
+            fs::statat(p, staging.as_str(), AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
+        let pin = sys!(
+            self,
+            fs::openat(p, staging.as_str(), PIN_FLAGS, Mode::empty()).unwrap()
+        );
         sys!(self, fs::fstat(&pin).unwrap());
-        sys!(self, fs::renameat_with(p, staging.as_str(), p, c"f.lock", RenameFlags::NOREPLACE).unwrap());
-        sys!(self, fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        sys!(
+            self,
+            fs::renameat_with(p, staging.as_str(), p, c"f.lock", RenameFlags::NOREPLACE).unwrap()
+        );
+        sys!(
+            self,
+            fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
         drop(pin);
         drop(dir);
         self.calls += 2;
@@ -177,11 +229,23 @@ impl Ctx {
         let root2 = self.open_root(p, "f.lock");
         sys!(self, fs::fstat(&root2).unwrap());
         // detach: pin_source, renameat2, verify_destination.
-        sys!(self, fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap());
-        let pin = sys!(self, fs::openat(p, c"f.lock", PIN_FLAGS, Mode::empty()).unwrap());
+        sys!(
+            self,
+            fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
+        let pin = sys!(
+            self,
+            fs::openat(p, c"f.lock", PIN_FLAGS, Mode::empty()).unwrap()
+        );
         sys!(self, fs::fstat(&pin).unwrap());
-        sys!(self, fs::renameat_with(p, c"f.lock", p, c"f.lock.removing", RenameFlags::NOREPLACE).unwrap());
-        sys!(self, fs::statat(p, c"f.lock.removing", AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        sys!(
+            self,
+            fs::renameat_with(p, c"f.lock", p, c"f.lock.removing", RenameFlags::NOREPLACE).unwrap()
+        );
+        sys!(
+            self,
+            fs::statat(p, c"f.lock.removing", AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
         drop(pin);
         self.calls += 1;
         // verify_in_place: open_root, fstat, snapshot_open_dir.
@@ -196,8 +260,14 @@ impl Ctx {
         sys!(self, fs::unlinkat(&root3, INFO, AtFlags::empty()).unwrap());
         drop(root3);
         self.calls += 1;
-        sys!(self, fs::statat(p, c"f.lock.removing", AtFlags::SYMLINK_NOFOLLOW).unwrap());
-        sys!(self, fs::unlinkat(p, c"f.lock.removing", AtFlags::REMOVEDIR).unwrap());
+        sys!(
+            self,
+            fs::statat(p, c"f.lock.removing", AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
+        sys!(
+            self,
+            fs::unlinkat(p, c"f.lock.removing", AtFlags::REMOVEDIR).unwrap()
+        );
         drop(root2);
         drop(parent);
         self.calls += 2;
@@ -207,12 +277,20 @@ impl Ctx {
     /// thread: the first attempt and the first release attempt run inline).
     fn cycle_current(&mut self) {
         let mut token = [0u8; 16];
-        sys!(self, rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap());
+        sys!(
+            self,
+            rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap()
+        );
         // make_parent (create_dir_all's stat), open_parent (O_PATH), key_of.
         sys!(self, fs::stat(self.parent_path.as_str()).unwrap());
         let parent = sys!(
             self,
-            fs::open(self.parent_path.as_str(), OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).unwrap()
+            fs::open(
+                self.parent_path.as_str(),
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty()
+            )
+            .unwrap()
         );
         let p = parent.as_fd();
         let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&parent));
@@ -221,30 +299,66 @@ impl Ctx {
         // Look before leaping: the lock name is free.
         assert!(sys!(self, fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW)).is_err());
         sys!(self, std::hint::black_box(rustix::process::getpid()));
-        sys!(self, rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap());
+        sys!(
+            self,
+            rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap()
+        );
         // publish: staging dir, record, the published tree's two fstats.
         let staging = self.staging();
         let root = self.write_staging_kept(p, &staging);
         // rename_no_replace_at: pin the source, renameat2, verify.
-        sys!(self, fs::statat(p, staging.as_str(), AtFlags::SYMLINK_NOFOLLOW).unwrap());
-        let pin = sys!(self, fs::openat(p, staging.as_str(), PIN_FLAGS, Mode::empty()).unwrap());
+        sys!(
+            self,
+            fs::statat(p, staging.as_str(), AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
+        let pin = sys!(
+            self,
+            fs::openat(p, staging.as_str(), PIN_FLAGS, Mode::empty()).unwrap()
+        );
         sys!(self, fs::fstat(&pin).unwrap());
-        sys!(self, fs::renameat_with(p, staging.as_str(), p, c"f.lock", RenameFlags::NOREPLACE).unwrap());
-        sys!(self, fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        sys!(
+            self,
+            fs::renameat_with(p, staging.as_str(), p, c"f.lock", RenameFlags::NOREPLACE).unwrap()
+        );
+        sys!(
+            self,
+            fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
         drop(pin);
         self.calls += 1;
 
         // release as published: record unchanged, only entry, flock turn,
         // name still ours, detach, re-check, unlink, rmdir.
-        sys!(self, fs::statat(&root, INFO, AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        sys!(
+            self,
+            fs::statat(&root, INFO, AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
         self.list_read_from(root.as_fd());
-        sys!(self, fs::flock(&root, fs::FlockOperation::NonBlockingLockExclusive).unwrap());
-        sys!(self, fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap());
-        sys!(self, fs::renameat_with(p, c"f.lock", p, c"f.lock.removing", RenameFlags::NOREPLACE).unwrap());
-        sys!(self, fs::statat(p, c"f.lock.removing", AtFlags::SYMLINK_NOFOLLOW).unwrap());
-        sys!(self, fs::statat(&root, INFO, AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        sys!(
+            self,
+            fs::flock(&root, fs::FlockOperation::NonBlockingLockExclusive).unwrap()
+        );
+        sys!(
+            self,
+            fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
+        sys!(
+            self,
+            fs::renameat_with(p, c"f.lock", p, c"f.lock.removing", RenameFlags::NOREPLACE).unwrap()
+        );
+        sys!(
+            self,
+            fs::statat(p, c"f.lock.removing", AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
+        sys!(
+            self,
+            fs::statat(&root, INFO, AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
         sys!(self, fs::unlinkat(&root, INFO, AtFlags::empty()).unwrap());
-        sys!(self, fs::unlinkat(p, c"f.lock.removing", AtFlags::REMOVEDIR).unwrap());
+        sys!(
+            self,
+            fs::unlinkat(p, c"f.lock.removing", AtFlags::REMOVEDIR).unwrap()
+        );
         drop(parent);
         drop(root);
         self.calls += 2;
@@ -254,8 +368,14 @@ impl Ctx {
     /// (openat O_EXCL, fchmod, pwrite), fstat of both, close of the record;
     /// the directory stays open (the held lock pins it).
     fn write_staging_kept(&mut self, parent: BorrowedFd<'_>, staging: &str) -> OwnedFd {
-        sys!(self, fs::mkdirat(parent, staging, Mode::from_raw_mode(0o700)).unwrap());
-        let dir = sys!(self, fs::openat(parent, staging, DIR_FLAGS, Mode::empty()).unwrap());
+        sys!(
+            self,
+            fs::mkdirat(parent, staging, Mode::from_raw_mode(0o700)).unwrap()
+        );
+        let dir = sys!(
+            self,
+            fs::openat(parent, staging, DIR_FLAGS, Mode::empty()).unwrap()
+        );
         sys!(self, fs::fchmod(&dir, Mode::from_raw_mode(0o700)).unwrap());
         let info = sys!(
             self,
@@ -279,18 +399,43 @@ impl Ctx {
     /// Only what the format needs.
     fn cycle_format(&mut self, parent: BorrowedFd<'_>) {
         let staging = self.staging();
-        sys!(self, fs::mkdirat(parent, staging.as_str(), Mode::from_raw_mode(0o700)).unwrap());
+        sys!(
+            self,
+            fs::mkdirat(parent, staging.as_str(), Mode::from_raw_mode(0o700)).unwrap()
+        );
         let info_path = format!("{staging}/info");
         let info = sys!(
             self,
-            fs::openat(parent, info_path.as_str(), OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC, Mode::from_raw_mode(0o600)).unwrap()
+            fs::openat(
+                parent,
+                info_path.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600)
+            )
+            .unwrap()
         );
         sys!(self, rustix::io::write(&info, RECORD).unwrap());
         drop(info);
         self.calls += 1;
-        sys!(self, fs::renameat_with(parent, staging.as_str(), parent, c"f.lock", RenameFlags::NOREPLACE).unwrap());
-        sys!(self, fs::unlinkat(parent, c"f.lock/info", AtFlags::empty()).unwrap());
-        sys!(self, fs::unlinkat(parent, c"f.lock", AtFlags::REMOVEDIR).unwrap());
+        sys!(
+            self,
+            fs::renameat_with(
+                parent,
+                staging.as_str(),
+                parent,
+                c"f.lock",
+                RenameFlags::NOREPLACE
+            )
+            .unwrap()
+        );
+        sys!(
+            self,
+            fs::unlinkat(parent, c"f.lock/info", AtFlags::empty()).unwrap()
+        );
+        sys!(
+            self,
+            fs::unlinkat(parent, c"f.lock", AtFlags::REMOVEDIR).unwrap()
+        );
     }
 
     fn drain_inotify(&mut self) {
@@ -307,7 +452,9 @@ impl Ctx {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let dir = args.get(1).expect("usage: exactlock-floor DIR [ITERATIONS] [WARMUP] [PLAN]");
+    let dir = args
+        .get(1)
+        .expect("usage: exactlock-floor DIR [ITERATIONS] [WARMUP] [PLAN]");
     let iterations: usize = args.get(2).map_or(3000, |s| s.parse().unwrap());
     let warmup: usize = args.get(3).map_or(300, |s| s.parse().unwrap());
     let plan = args.get(4).map_or("current", String::as_str);
@@ -317,7 +464,12 @@ fn main() {
         calls: 0,
         seq: 0,
     };
-    let parent = fs::open(dir.as_str(), OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).unwrap();
+    let parent = fs::open(
+        dir.as_str(),
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .unwrap();
     let run = |ctx: &mut Ctx| match plan {
         "v0" => ctx.cycle_v0(),
         "current" => ctx.cycle_current(),
