@@ -346,17 +346,8 @@ pub fn with_suffix(name: &OsStr, suffix: &str) -> OsString {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::tempdir;
     use std::io::Write;
-
-    fn tempdir(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "exactlock-fsx-{tag}-{}-{}",
-            std::process::id(),
-            uuid::Uuid::new_v4()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
 
     #[test]
     fn split_final_refuses_dot_names_and_nul() {

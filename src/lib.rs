@@ -42,6 +42,8 @@ mod release;
 mod rename;
 mod report;
 mod table;
+#[cfg(test)]
+mod testutil;
 mod tree;
 mod verdict;
 mod wait;

@@ -389,30 +389,12 @@ pub fn remove_staging(parent: BorrowedFd<'_>, staging: &OsStr, ours: Option<&Own
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::{Path, PathBuf};
-
-    fn tempdir(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "exactlock-publish-{tag}-{}-{}",
-            std::process::id(),
-            uuid::Uuid::new_v4()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+    use crate::testutil::{listing, tempdir};
+    use std::path::Path;
 
     fn write_lock(dir: &Path, bytes: &[u8]) {
         std::fs::create_dir(dir).unwrap();
         std::fs::write(dir.join("info"), bytes).unwrap();
-    }
-
-    fn listing(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
     }
 
     /// A stale lock `f.lock` in `root`, the open parent, and its snapshot.

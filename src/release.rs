@@ -311,27 +311,9 @@ fn detached_tree_is_ours(parent: rustix::fd::BorrowedFd<'_>, generation: &Genera
 mod tests {
     use super::*;
     use crate::acquire::{AcquireOptions, acquire_first_attempt};
-    use std::path::{Path, PathBuf};
+    use crate::testutil::{listing, tempdir};
+    use std::path::Path;
     use std::time::Duration;
-
-    fn tempdir(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "exactlock-release-{tag}-{}-{}",
-            std::process::id(),
-            uuid::Uuid::new_v4()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    fn listing(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
 
     /// Acquires `dir/f` on this thread (the lock is free).
     fn acquire_free(dir: &Path) -> u64 {

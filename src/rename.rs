@@ -601,17 +601,8 @@ pub(crate) fn retry_interrupted<T>(mut op: impl FnMut() -> Result<T, Errno>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::tempdir;
     use std::path::PathBuf;
-
-    fn tempdir(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "exactlock-rename-{tag}-{}-{}",
-            std::process::id(),
-            uuid::Uuid::new_v4()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
 
     fn staged_dir(root: &Path, name: &str, payload: &[u8]) -> PathBuf {
         let dir = root.join(name);
