@@ -125,17 +125,7 @@ pub fn publish_over(
     record: &[u8],
     judged: &TreeSnapshot,
 ) -> Result<Takeover, PublishError> {
-    crate::faults::check("publish.stage")
-        .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
-    let staging = staging_name(lock_name);
-    fs::mkdirat(parent, &staging, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
-    let staged = match stage(parent, &staging, record) {
-        Ok((staged, _record)) => staged,
-        Err(error) => {
-            remove_staging(parent, &staging, None);
-            return Err(error);
-        }
-    };
+    let (staging, staged, _record) = stage_new(parent, lock_name, record)?;
     match fs::renameat_with(parent, &staging, parent, lock_name, RenameFlags::EXCHANGE) {
         Ok(()) => {}
         Err(errno) => {
@@ -181,17 +171,7 @@ pub fn publish(
     lock_name: &OsStr,
     record: &[u8],
 ) -> Result<Publication, PublishError> {
-    crate::faults::check("publish.stage")
-        .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
-    let staging = staging_name(lock_name);
-    fs::mkdirat(parent, &staging, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
-    let staged = match stage(parent, &staging, record) {
-        Ok((staged, _record)) => staged,
-        Err(error) => {
-            remove_staging(parent, &staging, None);
-            return Err(error);
-        }
-    };
+    let (staging, staged, _record) = stage_new(parent, lock_name, record)?;
     let outcome = match crate::faults::check("publish.rename") {
         Ok(()) => rename::rename_no_replace_at(parent, &staging, parent, lock_name),
         Err(code) => {
@@ -207,6 +187,27 @@ pub fn publish(
         Ok(Publication::Contended)
     } else {
         Err(PublishError::Rename(outcome.code.unwrap_or("io_error")))
+    }
+}
+
+/// Creates a fresh staging directory for `lock_name` holding `record`:
+/// its name, the staged tree, and the record, still open. Nothing is left
+/// behind if it fails.
+fn stage_new(
+    parent: BorrowedFd<'_>,
+    lock_name: &OsStr,
+    record: &[u8],
+) -> Result<(OsString, Published, OwnedFd), PublishError> {
+    crate::faults::check("publish.stage")
+        .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
+    let staging = staging_name(lock_name);
+    fs::mkdirat(parent, &staging, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
+    match stage(parent, &staging, record) {
+        Ok((published, info)) => Ok((staging, published, info)),
+        Err(error) => {
+            remove_staging(parent, &staging, None);
+            Err(error)
+        }
     }
 }
 
@@ -285,27 +286,18 @@ impl Staged {
         lock_name: &OsStr,
         record: &[u8],
     ) -> Result<Staged, PublishError> {
-        crate::faults::check("publish.stage")
-            .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
         let parent = rustix::io::fcntl_dupfd_cloexec(parent, 0).map_err(PublishError::Os)?;
         let parent_stat = fs::fstat(&parent).map_err(PublishError::Os)?;
         let parent_id = (fsx::dev_of(&parent_stat), fsx::ino_of(&parent_stat));
-        let name = staging_name(lock_name);
-        fs::mkdirat(&parent, &name, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
-        match stage(parent.as_fd(), &name, record) {
-            Ok((published, info)) => Ok(Staged {
-                parent,
-                parent_id,
-                name,
-                root: Some(published.root),
-                info,
-                len: record.len(),
-            }),
-            Err(error) => {
-                remove_staging(parent.as_fd(), &name, None);
-                Err(error)
-            }
-        }
+        let (name, published, info) = stage_new(parent.as_fd(), lock_name, record)?;
+        Ok(Staged {
+            parent,
+            parent_id,
+            name,
+            root: Some(published.root),
+            info,
+            len: record.len(),
+        })
     }
 
     /// Whether `record` can replace the staged one in place: it has the
