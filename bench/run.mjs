@@ -183,6 +183,28 @@ async function uncontended() {
 
 // ---------- (b) contended counter ----------
 
+/** Section time, hand-over gap and how often the releaser ran the next
+ * section itself, from the workers' per-section stamps. */
+function sectionFlow(done) {
+  const sections = done
+    .flatMap((d, worker) => (d.stamps ?? []).map(([held, sectionDone]) => ({ worker, held: BigInt(held), sectionDone: BigInt(sectionDone) })))
+    .sort((a, b) => (a.held < b.held ? -1 : a.held > b.held ? 1 : 0));
+  const section = [];
+  const gap = [];
+  let same = 0;
+  for (let i = 0; i < sections.length; i++) {
+    section.push(nsToMs(sections[i].sectionDone - sections[i].held));
+    if (i === 0) continue;
+    gap.push(nsToMs(sections[i].held - sections[i - 1].sectionDone));
+    if (sections[i].worker === sections[i - 1].worker) same++;
+  }
+  return {
+    sectionMs: summary(section).median,
+    gapMs: summary(gap).median,
+    sameProcessPct: gap.length ? (100 * same) / gap.length : 0,
+  };
+}
+
 async function contended() {
   const { procs, sections } = CONFIG;
   log(`(b) contended counter: ${procs} processes × ${sections} sections (read the counter file, write it +1, under the lock)`);
@@ -206,12 +228,25 @@ async function contended() {
     const completed = expected - errors;
     const lost = completed - final;
     const perSecond = (completed / wallMs) * 1000;
-    out[name] = { expected, final, errors, lost, wallMs, perSecond, firstError: done.find((d) => d.firstError)?.firstError };
-    rows.push([name, String(final), String(lost), String(errors), fmtMs(wallMs), perSecond.toFixed(0)]);
+    const flow = sectionFlow(done);
+    out[name] = { expected, final, errors, lost, wallMs, perSecond, flow, firstError: done.find((d) => d.firstError)?.firstError };
+    rows.push([
+      name,
+      String(final),
+      String(lost),
+      String(errors),
+      fmtMs(wallMs),
+      perSecond.toFixed(0),
+      fmtMs(flow.sectionMs),
+      fmtMs(flow.gapMs),
+      `${flow.sameProcessPct.toFixed(0)} %`,
+    ]);
     if (lost !== 0) failures.push(`(b) ${name}: ${lost} lost updates (counter ${final}, ${completed} sections completed)`);
     if (errors !== 0) failures.push(`(b) ${name}: ${errors} sections failed to get the lock (${JSON.stringify(out[name].firstError)})`);
   }
-  log(table(rows, ["", "counter", "lost", "errors", "wall", "sections/s"]));
+  log(table(rows, ["", "counter", "lost", "errors", "wall", "sections/s", "section p50", "gap p50", "same process"]));
+  log(`    section: read+write of the counter under the lock; gap: from the end of one section to the start of`);
+  log(`    the next (release, hand-over, acquisition); same process: the next section ran in the process that just released.`);
   const ex = out.exactlock.perSecond;
   log(`    exactlock sections/s vs proper-lockfile ${ratio(ex, out["proper-lockfile"].perSecond)}, vs lockfile ${ratio(ex, out.lockfile.perSecond)}`);
   log("");

@@ -31,22 +31,29 @@ async function counter() {
   await nextMessage();
   let errors = 0;
   let firstError;
+  // Per section: held at, section done at, released at (CLOCK_MONOTONIC),
+  // so the parent can tell section time from hand-over time.
+  const stamps = [];
   const start = monoNs();
   for (let i = 0; i < sections; i++) {
     try {
       const release = await lib.acquire(file, "contended");
+      const heldAt = monoNs();
+      let doneAt = heldAt;
       try {
         const value = Number(await readFile(file, "utf8"));
         await writeFile(file, String(value + 1));
+        doneAt = monoNs();
       } finally {
         await release();
       }
+      stamps.push([String(heldAt), String(doneAt), String(monoNs())]);
     } catch (error) {
       errors++;
       firstError ??= describe(error);
     }
   }
-  finish({ type: "done", errors, firstError, elapsedNs: String(monoNs() - start) });
+  finish({ type: "done", errors, firstError, stamps, elapsedNs: String(monoNs() - start) });
 }
 
 async function waiter() {
