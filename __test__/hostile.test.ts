@@ -446,6 +446,25 @@ describe("hostile: the parent", () => {
     expectNoDebris(root);
   });
 
+  it("rejects with EACCES, not ELOCKED, when the lock is held and the parent is not writable (as uid nobody)", async () => {
+    // The waiter stages its record when it starts to wait; a staging it may
+    // never create fails the acquisition at once, as a publication would.
+    const root = tempRoot();
+    fs.chmodSync(root, 0o755);
+    const parent = path.join(root, "readonly");
+    fs.mkdirSync(parent, { mode: 0o755 });
+    const release = await acquireLock(path.join(parent, "f"));
+    try {
+      const before = listing(root);
+      const result = await runChild(acquireScript(path.join(parent, "f")), { uid: NOBODY });
+      expect(result).toMatchObject({ ok: false, name: "FileLockError", code: "EACCES" });
+      expect(listing(root)).toEqual(before);
+    } finally {
+      await release();
+    }
+    expectNoDebris(root);
+  });
+
   it("rejects with EACCES when the parent is immutable (chattr +i, even for root)", async () => {
     const root = tempRoot();
     const parent = path.join(root, "immutable");

@@ -259,7 +259,7 @@ impl Attempts<'_> {
                 _ => None,
             };
             immediate = 0;
-            self.stage_for_wake(parent.as_fd());
+            self.stage_for_wake(parent.as_fd())?;
             self.wait_or_give_up(parent.as_fd(), exit, holder).await?;
         }
     }
@@ -389,12 +389,20 @@ impl Attempts<'_> {
     }
 
     /// Stages our record while the lock is held, so that the wake-up that
-    /// frees it costs one rename. Best effort: without it, the next
-    /// attempt stages as it publishes.
-    fn stage_for_wake(&mut self, parent: BorrowedFd<'_>) {
-        if self.staged.is_none() && Instant::now() < self.deadline {
-            self.staged = Staged::new(parent, &self.lock_name, &self.record()).ok();
+    /// frees it costs one rename. A failure that would also fail the
+    /// publication (no permission, no space, a name too long) fails the
+    /// acquisition now rather than after the wait; a parent that vanished
+    /// is left to the next attempt.
+    fn stage_for_wake(&mut self, parent: BorrowedFd<'_>) -> Result<(), AcquireError> {
+        if self.staged.is_some() || Instant::now() >= self.deadline {
+            return Ok(());
         }
+        match Staged::new(parent, &self.lock_name, &self.record()) {
+            Ok(staged) => self.staged = Some(staged),
+            Err(PublishError::Os(Errno::NOENT)) => {}
+            Err(error) => return Err(self.publish_error(error)),
+        }
+        Ok(())
     }
 
     fn join_queue(&mut self, key: &LockKey) {
