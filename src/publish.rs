@@ -274,8 +274,8 @@ pub enum StagedPublication {
     Published(Published),
     /// Something stands at the lock name; the staging is kept.
     Contended,
-    /// The staging directory is not there any more (someone removed it):
-    /// stage again.
+    /// The staging directory is not there any more, or something else
+    /// took its name: stage again (what took the name is left alone).
     Lost,
 }
 
@@ -329,6 +329,16 @@ impl Staged {
             &fs::fstat(&self.info).map_err(PublishError::Os)?,
             record,
         );
+        // The staging name must still be our directory: it waited in a
+        // shared directory for as long as the lock was held, and whatever
+        // the rename moves becomes the lock. (The rename itself pins its
+        // source, so nothing can be swapped in after this look.)
+        let still_ours = fsx::stat_nofollow(self.parent.as_fd(), &self.name).is_ok_and(|now| {
+            (fsx::dev_of(&now), fsx::ino_of(&now)) == (tree.root_dev, tree.root_ino)
+        });
+        if !still_ours {
+            return Ok(StagedPublication::Lost);
+        }
         crate::faults::check("publish.rename")
             .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
         let outcome = rename::rename_no_replace_at(
@@ -524,6 +534,27 @@ mod tests {
         let result = staged.publish(lock, b"{}").unwrap();
         assert!(matches!(result, StagedPublication::Lost));
         assert_eq!(listing(&root), Vec::<String>::new());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn staged_record_swapped_for_another_directory_is_lost_and_never_published() {
+        let root = tempdir("staged-swapped");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let lock = OsStr::new("f.lock");
+        let mut staged = Staged::new(parent.as_fd(), lock, b"{}").unwrap();
+        let staging = listing(&root).pop().unwrap();
+        std::fs::rename(root.join(&staging), root.join("moved")).unwrap();
+        write_lock(&root.join(&staging), b"not ours");
+        let result = staged.publish(lock, b"{}").unwrap();
+        assert!(matches!(result, StagedPublication::Lost));
+        drop(staged);
+        // The impostor keeps its name and bytes; nothing was published.
+        assert_eq!(listing(&root), vec![staging.clone(), "moved".to_string()]);
+        assert_eq!(
+            std::fs::read(root.join(&staging).join("info")).unwrap(),
+            b"not ours"
+        );
         std::fs::remove_dir_all(root).unwrap();
     }
 

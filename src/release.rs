@@ -248,6 +248,7 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     }
     if let Err(errno) = fs::unlinkat(root, INFO_NAME, AtFlags::empty()) {
         let _ = fs::renameat_with(parent, &removing, parent, name, RenameFlags::NOREPLACE);
+        let _ = fs::flock(root, FlockOperation::Unlock);
         return Some(Err(Removal::Transient(crate::errno::errno_code(errno))));
     }
     // Our record is gone and the name is free: released. If `rmdir` is
