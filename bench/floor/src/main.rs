@@ -192,27 +192,9 @@ impl Ctx {
         let staging = self.staging();
         let dir = self.write_staging(p, &staging);
         sys!(self, fs::fstat(&dir).unwrap());
-        // rename_no_replace_at: pin_source, renameat2, verify_destination.
-        sys!(
-            self,
-            fs::statat(p, staging.as_str(), AtFlags::SYMLINK_NOFOLLOW).unwrap()
-        );
-        let pin = sys!(
-            self,
-            fs::openat(p, staging.as_str(), PIN_FLAGS, Mode::empty()).unwrap()
-        );
-        sys!(self, fs::fstat(&pin).unwrap());
-        sys!(
-            self,
-            fs::renameat_with(p, staging.as_str(), p, c"f.lock", RenameFlags::NOREPLACE).unwrap()
-        );
-        sys!(
-            self,
-            fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap()
-        );
-        drop(pin);
+        self.rename_pinned(p, &staging);
         drop(dir);
-        self.calls += 2;
+        self.calls += 1;
         sys!(self, inotify::remove_watch(&self.inotify, wd).unwrap());
         // The dispatcher reads the MOVED_FROM + IGNORED events.
         self.drain_inotify();
@@ -306,26 +288,7 @@ impl Ctx {
         // publish: staging dir, record, the published tree's two fstats.
         let staging = self.staging();
         let root = self.write_staging_kept(p, &staging);
-        // rename_no_replace_at: pin the source, renameat2, verify.
-        sys!(
-            self,
-            fs::statat(p, staging.as_str(), AtFlags::SYMLINK_NOFOLLOW).unwrap()
-        );
-        let pin = sys!(
-            self,
-            fs::openat(p, staging.as_str(), PIN_FLAGS, Mode::empty()).unwrap()
-        );
-        sys!(self, fs::fstat(&pin).unwrap());
-        sys!(
-            self,
-            fs::renameat_with(p, staging.as_str(), p, c"f.lock", RenameFlags::NOREPLACE).unwrap()
-        );
-        sys!(
-            self,
-            fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap()
-        );
-        drop(pin);
-        self.calls += 1;
+        self.rename_pinned(p, &staging);
 
         // release as published: record unchanged, only entry, flock turn,
         // name still ours, detach, re-check, unlink, rmdir.
@@ -394,6 +357,31 @@ impl Ctx {
         drop(info);
         self.calls += 1;
         dir
+    }
+
+    /// `rename_no_replace_at` of the staging dir onto `f.lock`: pin the
+    /// source (fstatat, openat O_PATH, fstat), renameat2, verify the
+    /// destination (fstatat), close the pin.
+    fn rename_pinned(&mut self, p: BorrowedFd<'_>, staging: &str) {
+        sys!(
+            self,
+            fs::statat(p, staging, AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
+        let pin = sys!(
+            self,
+            fs::openat(p, staging, PIN_FLAGS, Mode::empty()).unwrap()
+        );
+        sys!(self, fs::fstat(&pin).unwrap());
+        sys!(
+            self,
+            fs::renameat_with(p, staging, p, c"f.lock", RenameFlags::NOREPLACE).unwrap()
+        );
+        sys!(
+            self,
+            fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
+        drop(pin);
+        self.calls += 1;
     }
 
     /// Only what the format needs.
