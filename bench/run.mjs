@@ -1,4 +1,4 @@
-// npm run bench [-- --quick] [-- --only a,b,...] [-- --json FILE]
+// npm run bench [-- --quick] [-- --only a,b,...] [-- --procs N] [-- --json FILE]
 //
 // exactlock against proper-lockfile 4.1.2 and lockfile 1.0.4 (and, for the
 // uncontended cycle, a Rust loop of exactly the syscalls one exactlock cycle
@@ -40,6 +40,19 @@ const jsonFile = jsonAt >= 0 ? argv[jsonAt + 1] : null;
 const CONFIG = quick
   ? { cycles: 600, warmup: 100, rounds: 3, procs: 4, sections: 50, handoffs: 15, crashes: 5, idleWaiters: 100, idleWindowMs: 2000 }
   : { cycles: 3000, warmup: 300, rounds: 10, procs: 4, sections: 200, handoffs: 50, crashes: 20, idleWaiters: 100, idleWindowMs: 5000 };
+
+// `--procs N`: processes of the contended counter (default 4); the total
+// number of sections stays the same.
+const procsAt = argv.indexOf("--procs");
+if (procsAt >= 0) {
+  const procs = Number(argv[procsAt + 1]);
+  if (!Number.isInteger(procs) || procs < 2) {
+    console.error("bench: --procs wants an integer >= 2");
+    process.exit(2);
+  }
+  CONFIG.sections = Math.round((CONFIG.sections * CONFIG.procs) / procs);
+  CONFIG.procs = procs;
+}
 
 const results = { config: CONFIG, quick, scenarios: {} };
 const failures = [];
