@@ -149,15 +149,14 @@ impl Ctx {
         self.calls += 1;
     }
 
-    /// The cycle before the issue-4 hot-path changes (85 syscalls, with two
-    /// reads of the inotify events the dispatcher task makes).
-    fn cycle_v0(&mut self) {
-        let mut token = [0u8; 16];
+    /// The start of every attempt: the owner token (getrandom), the parent
+    /// made and opened (create_dir_all's stat, open O_PATH) and its
+    /// canonical key (readlink of the descriptor's magic link).
+    fn open_parent_keyed(&mut self, token: &mut [u8; 16]) -> (OwnedFd, String) {
         sys!(
             self,
-            rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap()
+            rustix::rand::getrandom(token, rustix::rand::GetRandomFlags::empty()).unwrap()
         );
-        // prepare_parent: create_dir_all's stat, then open O_PATH.
         sys!(self, fs::stat(self.parent_path.as_str()).unwrap());
         let parent = sys!(
             self,
@@ -168,10 +167,17 @@ impl Ctx {
             )
             .unwrap()
         );
-        let p = parent.as_fd();
-        // fd_path: the canonical key.
         let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&parent));
         sys!(self, fs::readlink(link.as_str(), Vec::new()).unwrap());
+        (parent, link)
+    }
+
+    /// The cycle before the issue-4 hot-path changes (85 syscalls, with two
+    /// reads of the inotify events the dispatcher task makes).
+    fn cycle_v0(&mut self) {
+        let mut token = [0u8; 16];
+        let (parent, link) = self.open_parent_keyed(&mut token);
+        let p = parent.as_fd();
         // join_queue: the inotify subscription.
         let wd = sys!(
             self,
@@ -255,28 +261,12 @@ impl Ctx {
         self.calls += 2;
     }
 
-    /// The cycle of the code in this tree (39 syscalls, all on the calling
+    /// The cycle of the code in this tree (38 syscalls, all on the calling
     /// thread: the first attempt and the first release attempt run inline).
     fn cycle_current(&mut self) {
         let mut token = [0u8; 16];
-        sys!(
-            self,
-            rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap()
-        );
-        // make_parent (create_dir_all's stat), open_parent (O_PATH), key_of.
-        sys!(self, fs::stat(self.parent_path.as_str()).unwrap());
-        let parent = sys!(
-            self,
-            fs::open(
-                self.parent_path.as_str(),
-                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty()
-            )
-            .unwrap()
-        );
+        let (parent, _) = self.open_parent_keyed(&mut token);
         let p = parent.as_fd();
-        let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&parent));
-        sys!(self, fs::readlink(link.as_str(), Vec::new()).unwrap());
         sys!(self, std::hint::black_box(rustix::process::getpid()));
         // Look before leaping: the lock name is free.
         assert!(sys!(self, fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW)).is_err());
