@@ -117,7 +117,8 @@ impl Ctx {
         root
     }
 
-    fn write_staging(&mut self, parent: BorrowedFd<'_>, staging: &str) -> OwnedFd {
+    /// mkdirat, openat, fchmod of a staging directory.
+    fn make_staging(&mut self, parent: BorrowedFd<'_>, staging: &str) -> OwnedFd {
         sys!(
             self,
             fs::mkdirat(parent, staging, Mode::from_raw_mode(0o700)).unwrap()
@@ -127,26 +128,30 @@ impl Ctx {
             fs::openat(parent, staging, DIR_FLAGS, Mode::empty()).unwrap()
         );
         sys!(self, fs::fchmod(&dir, Mode::from_raw_mode(0o700)).unwrap());
-        self.write_info(dir.as_fd());
         dir
     }
 
-    /// info: openat(O_CREAT|O_EXCL|O_NOFOLLOW), fchmod, write, close.
-    fn write_info(&mut self, dir: BorrowedFd<'_>) {
+    /// info: openat(O_CREAT|O_EXCL|O_NOFOLLOW), fchmod.
+    fn create_info(&mut self, dir: BorrowedFd<'_>) -> OwnedFd {
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let info = sys!(
             self,
-            fs::openat(
-                dir,
-                INFO,
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::from_raw_mode(0o600),
-            )
-            .unwrap()
+            fs::openat(dir, INFO, flags, Mode::from_raw_mode(0o600)).unwrap()
         );
         sys!(self, fs::fchmod(&info, Mode::from_raw_mode(0o600)).unwrap());
+        info
+    }
+
+    /// The staging of the v0 code: directory, then the record written and
+    /// closed.
+    fn write_staging(&mut self, parent: BorrowedFd<'_>, staging: &str) -> OwnedFd {
+        let dir = self.make_staging(parent, staging);
+        let info = self.create_info(dir.as_fd());
         sys!(self, rustix::io::write(&info, RECORD).unwrap());
         drop(info);
         self.calls += 1;
+        dir
     }
 
     /// The start of every attempt: the owner token (getrandom), the parent
@@ -158,14 +163,10 @@ impl Ctx {
             rustix::rand::getrandom(token, rustix::rand::GetRandomFlags::empty()).unwrap()
         );
         sys!(self, fs::stat(self.parent_path.as_str()).unwrap());
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let parent = sys!(
             self,
-            fs::open(
-                self.parent_path.as_str(),
-                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty()
-            )
-            .unwrap()
+            fs::open(self.parent_path.as_str(), flags, Mode::empty()).unwrap()
         );
         let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&parent));
         sys!(self, fs::readlink(link.as_str(), Vec::new()).unwrap());
@@ -321,26 +322,8 @@ impl Ctx {
     /// (openat O_EXCL, fchmod, pwrite), fstat of both, close of the record;
     /// the directory stays open (the held lock pins it).
     fn write_staging_kept(&mut self, parent: BorrowedFd<'_>, staging: &str) -> OwnedFd {
-        sys!(
-            self,
-            fs::mkdirat(parent, staging, Mode::from_raw_mode(0o700)).unwrap()
-        );
-        let dir = sys!(
-            self,
-            fs::openat(parent, staging, DIR_FLAGS, Mode::empty()).unwrap()
-        );
-        sys!(self, fs::fchmod(&dir, Mode::from_raw_mode(0o700)).unwrap());
-        let info = sys!(
-            self,
-            fs::openat(
-                &dir,
-                INFO,
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::from_raw_mode(0o600),
-            )
-            .unwrap()
-        );
-        sys!(self, fs::fchmod(&info, Mode::from_raw_mode(0o600)).unwrap());
+        let dir = self.make_staging(parent, staging);
+        let info = self.create_info(dir.as_fd());
         sys!(self, rustix::io::pwrite(&info, RECORD, 0).unwrap());
         sys!(self, fs::fstat(&dir).unwrap());
         sys!(self, fs::fstat(&info).unwrap());
