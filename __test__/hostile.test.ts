@@ -19,7 +19,7 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import {
   acquireLock,
   FileLockAcquireError,
@@ -34,6 +34,29 @@ import {
 const repo = path.resolve(__dirname, "..");
 const facade = path.join(repo, "dist", "index.js");
 const NOBODY = 65534;
+
+/**
+ * The facade as another uid can load it: a world-readable copy of dist/
+ * and native/. The checkout itself may sit in a directory only its owner
+ * may enter (a clone into `mktemp -d`, mode 0700), where uid nobody could
+ * not even import it.
+ */
+let sharedFacade: string | undefined;
+function facadeForAnyUid(): string {
+  if (!sharedFacade) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-facade-"));
+    fs.chmodSync(dir, 0o755);
+    for (const part of ["dist", "native"]) {
+      fs.cpSync(path.join(repo, part), path.join(dir, part), { recursive: true });
+    }
+    fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ type: "commonjs" }));
+    sharedFacade = path.join(dir, "dist", "index.js");
+  }
+  return sharedFacade;
+}
+afterAll(() => {
+  if (sharedFacade) fs.rmSync(path.dirname(path.dirname(sharedFacade)), { recursive: true, force: true });
+});
 
 const roots: string[] = [];
 const cleanups: (() => void)[] = [];
@@ -234,7 +257,7 @@ function runChild(script: string, options: { uid?: number; umask?: number } = {}
 /** A child snippet: acquire `file` (with SHORT), report `{ok}` or the error's shape. */
 function acquireScript(file: string): string {
   return `
-    import { acquireLock } from ${JSON.stringify(facade)};
+    import { acquireLock } from ${JSON.stringify(facadeForAnyUid())};
     try {
       const release = await acquireLock(${JSON.stringify(file)}, { retries: 3, retryDelayMs: 10 });
       await release();
