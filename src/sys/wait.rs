@@ -15,7 +15,7 @@ use std::ffi::{OsStr, OsString};
 use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -115,7 +115,8 @@ pub fn watch(dir: BorrowedFd<'_>, name: &OsStr, wake: Arc<Notify>) -> Option<Sub
     let mask = WatchFlags::DELETE | WatchFlags::MOVED_FROM | WatchFlags::ONLYDIR;
     let mut watches = watcher.watches.lock().unwrap_or_else(|p| p.into_inner());
     let wd = inotify::add_watch(watcher.fd.get_ref(), path, mask).ok()?;
-    let id = crate::table::next_id();
+    static NEXT_SUBSCRIBER: AtomicU64 = AtomicU64::new(1);
+    let id = NEXT_SUBSCRIBER.fetch_add(1, Ordering::Relaxed);
     watches.entry(wd).or_default().push(Subscriber {
         id,
         name: name.to_os_string(),

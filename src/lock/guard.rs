@@ -17,8 +17,8 @@ use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self, FlockOperation};
 use rustix::io::Errno;
 
-use crate::fsx;
-use crate::tree::TreeSnapshot;
+use crate::fs::fsx;
+use crate::fs::tree::TreeSnapshot;
 
 /// Held while reclaiming; dropping it releases the `flock`.
 pub struct ReclaimGuard {
@@ -71,7 +71,7 @@ pub fn names_root(dir: BorrowedFd<'_>, judged: &TreeSnapshot) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tree;
+    use crate::fs::tree;
 
     #[test]
     fn a_second_reclaimer_waits_and_then_sees_the_successor() {

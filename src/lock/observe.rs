@@ -7,11 +7,11 @@ use std::ffi::OsStr;
 use rustix::fd::{AsFd, BorrowedFd};
 use rustix::io::Errno;
 
-use crate::errno::{errno_code, is_transient};
-use crate::fsx::{self, ReadRefusal};
-use crate::identity::{INFO_NAME, info_entry, is_empty_dir};
-use crate::record::{MAX_RECORD_BYTES, OwnerRecord};
-use crate::tree::{self, TreeSnapshot, sha256_hex};
+use crate::fs::fsx::{self, ReadRefusal};
+use crate::fs::tree::{self, TreeSnapshot, sha256_hex};
+use crate::lock::identity::{INFO_NAME, info_entry, is_empty_dir};
+use crate::lock::record::{MAX_RECORD_BYTES, OwnerRecord};
+use crate::sys::errno::{errno_code, is_transient};
 
 /// What stands at a lock path.
 #[derive(Debug)]
@@ -56,8 +56,8 @@ pub struct ObserveError(pub Errno);
 /// `info` bytes), otherwise the tree changed under us and the answer is
 /// [`Observation::Transient`].
 pub fn observe(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, ObserveError> {
-    if let Err(code) = crate::faults::check("observe") {
-        let errno = crate::faults::errno_of(code);
+    if let Err(code) = crate::sys::faults::check("observe") {
+        let errno = crate::sys::faults::errno_of(code);
         if !is_transient(errno) {
             return Err(ObserveError(errno));
         }
@@ -118,7 +118,7 @@ pub fn observe(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, Obse
 /// valid record: a first look that snapshots nothing, so it may back only
 /// a decision that removes nothing (waiting for a live holder).
 pub fn glance_record(parent: BorrowedFd<'_>, name: &OsStr) -> Option<OwnerRecord> {
-    if crate::faults::is_armed("observe") {
+    if crate::sys::faults::is_armed("observe") {
         return None;
     }
     let dir = fsx::open_child_dir(parent, name).ok()?;

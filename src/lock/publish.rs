@@ -13,10 +13,10 @@ use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self, AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
-use crate::fsx;
-use crate::identity::INFO_NAME;
-use crate::rename;
-use crate::tree::{self, TreeSnapshot};
+use crate::fs::fsx;
+use crate::fs::rename;
+use crate::fs::tree::{self, TreeSnapshot};
+use crate::lock::identity::INFO_NAME;
 
 const DIR_MODE: u32 = 0o700;
 const INFO_MODE: u32 = 0o600;
@@ -116,7 +116,7 @@ pub enum Takeover {
 /// swapped, the lock name holds our own live record, so nobody can publish
 /// or reclaim meanwhile.
 ///
-/// The caller must hold the [`crate::guard`] of the judged directory: the
+/// The caller must hold the [`crate::lock::guard`] of the judged directory: the
 /// exchange-back is only safe when no other reclaimer acts on the same
 /// stale view at the same time.
 pub fn publish_over(
@@ -172,11 +172,11 @@ pub fn publish(
     record: &[u8],
 ) -> Result<Publication, PublishError> {
     let (staging, staged, _record) = stage_new(parent, lock_name, record)?;
-    let outcome = match crate::faults::check("publish.rename") {
+    let outcome = match crate::sys::faults::check("publish.rename") {
         Ok(()) => rename::rename_no_replace_at(parent, &staging, parent, lock_name),
         Err(code) => {
             remove_staging(parent, &staging, Some(&staged.root));
-            return Err(PublishError::Os(crate::faults::errno_of(code)));
+            return Err(PublishError::Os(crate::sys::faults::errno_of(code)));
         }
     };
     if outcome.ok {
@@ -198,8 +198,8 @@ fn stage_new(
     lock_name: &OsStr,
     record: &[u8],
 ) -> Result<(OsString, Published, OwnedFd), PublishError> {
-    crate::faults::check("publish.stage")
-        .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
+    crate::sys::faults::check("publish.stage")
+        .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
     let staging = staging_name(lock_name);
     fs::mkdirat(parent, &staging, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
     match stage(parent, &staging, record) {
@@ -339,8 +339,8 @@ impl Staged {
         if !still_ours {
             return Ok(StagedPublication::Lost);
         }
-        crate::faults::check("publish.rename")
-            .map_err(|code| PublishError::Os(crate::faults::errno_of(code)))?;
+        crate::sys::faults::check("publish.rename")
+            .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
         let outcome = rename::rename_no_replace_at(
             self.parent.as_fd(),
             &self.name,

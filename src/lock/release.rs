@@ -15,11 +15,11 @@ use rustix::fd::{AsFd, BorrowedFd};
 use rustix::fs::{self, AtFlags, FlockOperation, RenameFlags};
 use rustix::io::Errno;
 
-use crate::debris;
-use crate::fsx;
-use crate::identity::{INFO_NAME, info_entry};
-use crate::table::{self, BeginRelease, Generation, LockKey};
-use crate::tree::{self, TreeSnapshot, sha256_hex};
+use crate::fs::fsx;
+use crate::fs::tree::{self, TreeSnapshot, sha256_hex};
+use crate::lock::debris;
+use crate::lock::identity::{INFO_NAME, info_entry};
+use crate::lock::table::{self, BeginRelease, Generation, LockKey};
 
 /// `FILE_LOCK_RELEASE_RETRY_ATTEMPTS`.
 pub const RELEASE_RETRY_ATTEMPTS: u32 = 5;
@@ -156,8 +156,8 @@ pub fn retry_pending(key: &LockKey) {
 /// when it is exactly as published, else by looking at it afresh and
 /// removing it only if it is still our generation.
 pub fn remove_generation(generation: &Generation) -> Result<(), Removal> {
-    crate::faults::check("release.snapshot").map_err(Removal::Transient)?;
-    crate::faults::check("release.remove").map_err(Removal::Transient)?;
+    crate::sys::faults::check("release.snapshot").map_err(Removal::Transient)?;
+    crate::sys::faults::check("release.remove").map_err(Removal::Transient)?;
     if let Some(done) = remove_as_published(generation) {
         return done;
     }
@@ -249,7 +249,9 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     if let Err(errno) = fs::unlinkat(root, INFO_NAME, AtFlags::empty()) {
         let _ = fs::renameat_with(parent, &removing, parent, name, RenameFlags::NOREPLACE);
         let _ = fs::flock(root, FlockOperation::Unlock);
-        return Some(Err(Removal::Transient(crate::errno::errno_code(errno))));
+        return Some(Err(Removal::Transient(crate::sys::errno::errno_code(
+            errno,
+        ))));
     }
     // Our record is gone and the name is free: released. If `rmdir` is
     // refused, what is left in the directory was put there by someone
@@ -300,7 +302,7 @@ fn remove_exactly(generation: &Generation, expected: &TreeSnapshot) -> Result<()
 fn detached_tree_is_ours(parent: rustix::fd::BorrowedFd<'_>, generation: &Generation) -> bool {
     let removing = debris::removing_name(&generation.lock_name);
     let (Ok(seen), Ok(ours)) = (
-        crate::fsx::stat_nofollow(parent, &removing),
+        crate::fs::fsx::stat_nofollow(parent, &removing),
         rustix::fs::fstat(&generation.root),
     ) else {
         return false;
@@ -311,7 +313,7 @@ fn detached_tree_is_ours(parent: rustix::fd::BorrowedFd<'_>, generation: &Genera
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acquire::{AcquireOptions, acquire_first_attempt};
+    use crate::lock::acquire::{AcquireOptions, acquire_first_attempt};
     use crate::testutil::{listing, tempdir};
     use std::path::Path;
     use std::time::Duration;

@@ -6,7 +6,7 @@
 //! inside the crate is the whole snapshot; this type is what the GC helpers
 //! hand to JavaScript and take back.
 
-use crate::tree::{EntryKind, TreeEntry, TreeSnapshot};
+use crate::fs::tree::{EntryKind, TreeEntry, TreeSnapshot};
 
 /// The name of the owner record inside a lock directory.
 pub const INFO_NAME: &str = "info";

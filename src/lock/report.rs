@@ -2,9 +2,9 @@
 //! status display, the CLI. Computed from an observation and its verdict;
 //! never used as authority for anything.
 
-use crate::observe::{Observation, Owner};
-use crate::record::OwnerRecord;
-use crate::verdict::{HostPolicy, Verdict};
+use crate::lock::observe::{Observation, Owner};
+use crate::lock::record::OwnerRecord;
+use crate::lock::verdict::{HostPolicy, Verdict};
 
 /// The shape of what stands at a lock path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

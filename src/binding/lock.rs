@@ -16,18 +16,18 @@ use napi::threadsafe_function::ThreadsafeFunction;
 use napi::{Env, Result, Status};
 use napi_derive::napi;
 
-use crate::acquire::{self, AcquireError, AcquireOptions, Hook};
-use crate::errno::{errno_code, errno_text};
-use crate::faults;
-use crate::gc;
-use crate::identity::LockDirIdentity;
-use crate::process;
-use crate::record::OwnerRecord;
-use crate::release::{self, FirstAttempt, ReleaseError};
-use crate::report::Holder;
-use crate::table::{Arrival, Generation};
-use crate::verdict::HostPolicy;
-use crate::wait::Cancel;
+use crate::lock::acquire::{self, AcquireError, AcquireOptions, Hook};
+use crate::lock::gc;
+use crate::lock::identity::LockDirIdentity;
+use crate::lock::record::OwnerRecord;
+use crate::lock::release::{self, FirstAttempt, ReleaseError};
+use crate::lock::report::Holder;
+use crate::lock::table::{Arrival, Generation};
+use crate::lock::verdict::HostPolicy;
+use crate::sys::errno::{errno_code, errno_text};
+use crate::sys::faults;
+use crate::sys::process;
+use crate::sys::wait::Cancel;
 
 /// A failure the facade turns into a typed error.
 #[napi(object)]
@@ -131,7 +131,7 @@ fn cancels() -> &'static Mutex<HashMap<u32, Arc<Cancel>>> {
 /// A token that `cancelAcquire` can later use to abort one acquisition.
 #[napi]
 pub fn create_cancel_token() -> u32 {
-    let id = crate::table::next_id() as u32;
+    let id = crate::lock::table::next_id() as u32;
     cancels()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -238,7 +238,7 @@ fn acquire_result(
 /// neither — then the caller goes on with `acquireLockNative`.
 #[napi]
 pub fn acquire_first_attempt_native(request: AcquireRequest) -> AcquireResult {
-    let options = options_of(request, Arc::default(), None, crate::table::next_id());
+    let options = options_of(request, Arc::default(), None, crate::lock::table::next_id());
     acquire_result(acquire::acquire_first_attempt(&options))
 }
 
@@ -254,8 +254,8 @@ pub fn acquire_lock_native<'env>(
     request: AcquireRequest,
     after_parent_mkdir: Option<HookFunction>,
 ) -> Result<PromiseRaw<'env, AcquireResult>> {
-    let sequence = crate::table::next_id();
-    let arrival = crate::table::arrive();
+    let sequence = crate::lock::table::next_id();
+    let arrival = crate::lock::table::arrive();
     env.spawn_future(acquire_async(
         request,
         after_parent_mkdir,

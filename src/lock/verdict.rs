@@ -8,9 +8,9 @@
 //! seen with one) → no; PID reuse proven by a canonical start time → yes;
 //! owner alive → no; owner proven dead → yes; anything else → no.
 
-use crate::observe::{Observation, Owner};
-use crate::process::Probe;
-use crate::record::OwnerRecord;
+use crate::lock::observe::{Observation, Owner};
+use crate::lock::record::OwnerRecord;
+use crate::sys::process::Probe;
 
 /// Whose lock this process may judge: its host identity and the earlier
 /// identities of this same host.
@@ -215,7 +215,7 @@ pub fn judge_record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tree::TreeSnapshot;
+    use crate::fs::tree::TreeSnapshot;
 
     fn record(host: Option<&str>, start: Option<&str>, format: Option<&str>) -> OwnerRecord {
         OwnerRecord {

@@ -14,12 +14,12 @@ use std::os::unix::ffi::OsStrExt;
 use rustix::fd::{AsFd, BorrowedFd};
 use rustix::fs::{Dir, OFlags};
 
-use crate::fsx;
-use crate::observe::{Observation, Owner, observe};
-use crate::process::{self, Probe};
-use crate::publish::staging_pid;
-use crate::tree;
-use crate::verdict::{HostPolicy, liveness_of};
+use crate::fs::fsx;
+use crate::fs::tree;
+use crate::lock::observe::{Observation, Owner, observe};
+use crate::lock::publish::staging_pid;
+use crate::lock::verdict::{HostPolicy, liveness_of};
+use crate::sys::process::{self, Probe};
 
 /// The name a remover parks a verified tree under before deleting it.
 pub fn removing_name(lock_name: &OsStr) -> std::ffi::OsString {

@@ -120,7 +120,7 @@ fn start_time_does_not_depend_on_the_callers_tz() {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "process::tests::helper_print_start_time",
+            "sys::process::tests::helper_print_start_time",
             "--nocapture",
             "--test-threads=1",
         ])

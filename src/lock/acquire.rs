@@ -25,23 +25,23 @@ use rustix::io::Errno;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
-use crate::debris;
-use crate::errno::{errno_code, errno_text};
-use crate::fsx;
-use crate::guard::{self, Guarded};
-use crate::observe::{Observation, glance_record, observe};
-use crate::process;
-use crate::publish::{
+use crate::fs::fsx;
+use crate::fs::tree::{self, TreeSnapshot};
+use crate::lock::debris;
+use crate::lock::guard::{self, Guarded};
+use crate::lock::observe::{Observation, glance_record, observe};
+use crate::lock::publish::{
     Publication, PublishError, Published, Staged, StagedPublication, Takeover, publish,
     publish_over,
 };
-use crate::record::OwnerRecord;
-use crate::release;
-use crate::report::{Holder, describe, describe_record};
-use crate::table::{self, Generation, LockKey, Ticket};
-use crate::tree::{self, TreeSnapshot};
-use crate::verdict::{HostPolicy, Liveness, judge, judge_record};
-use crate::wait::{self, Cancel, HolderExit, Subscription};
+use crate::lock::record::OwnerRecord;
+use crate::lock::release;
+use crate::lock::report::{Holder, describe, describe_record};
+use crate::lock::table::{self, Generation, LockKey, Ticket};
+use crate::lock::verdict::{HostPolicy, Liveness, judge, judge_record};
+use crate::sys::errno::{errno_code, errno_text};
+use crate::sys::process;
+use crate::sys::wait::{self, Cancel, HolderExit, Subscription};
 
 /// A test seam awaited between parent creation and publication in each
 /// attempt (`FileLockTestHooks.afterParentMkdir`). Its error text aborts the
@@ -489,7 +489,7 @@ impl Attempts<'_> {
         record: &[u8],
         judged: &TreeSnapshot,
     ) -> Result<Judged, AcquireError> {
-        if crate::faults::check("reclaim").is_err() {
+        if crate::sys::faults::check("reclaim").is_err() {
             // Test seam: the reclaim is refused; the stale holder stays.
             return Ok(Judged::Held(self.holder_now(parent)));
         }

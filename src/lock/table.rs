@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use rustix::fd::OwnedFd;
 use tokio::sync::Notify;
 
-use crate::tree::TreeSnapshot;
-use crate::verdict::HostPolicy;
+use crate::fs::tree::TreeSnapshot;
+use crate::lock::verdict::HostPolicy;
 
 /// The canonical name of a lock: the realpath of its parent directory plus
 /// its final component, so aliased paths (a symlinked parent) name one lock.

@@ -28,7 +28,7 @@ use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self, AtFlags, FileType, Mode, Stat};
 use rustix::io::Errno;
 
-use crate::fsx;
+use crate::fs::fsx;
 
 /// How many times a syscall interrupted by a signal is restarted before we
 /// give up with `interrupted`.

@@ -4,8 +4,8 @@
 use proptest::prelude::*;
 use serde_json::Value;
 
-use crate::identity::LockDirIdentity;
-use crate::record::{MAX_RECORD_BYTES, OwnerRecord};
+use crate::lock::identity::LockDirIdentity;
+use crate::lock::record::{MAX_RECORD_BYTES, OwnerRecord};
 
 /// `JSON.stringify` of a (well-formed) string, per ECMA-262 QuoteJSONString:
 /// `"` and `\` escaped, the five short control escapes, other code units

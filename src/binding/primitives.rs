@@ -1,5 +1,5 @@
-//! napi surface of the no-replace rename ([`crate::rename`]) and the tree
-//! snapshot / exact removal ([`crate::tree`]).
+//! napi surface of the no-replace rename ([`crate::fs::rename`]) and the tree
+//! snapshot / exact removal ([`crate::fs::tree`]).
 //!
 //! Conversion only. 64-bit numbers travel as decimal strings (a JS number
 //! loses precision above 2^53). No function here throws for a refused
@@ -16,8 +16,8 @@ use napi::bindgen_prelude::{AsyncTask, Result};
 use napi::{Env, Task};
 use napi_derive::napi;
 
-use crate::rename::{self, NoReplaceOutcome};
-use crate::tree::{self, EntryKind, ExactUnlinkOutcome, TreeEntry, TreeError, TreeSnapshot};
+use crate::fs::rename::{self, NoReplaceOutcome};
+use crate::fs::tree::{self, EntryKind, ExactUnlinkOutcome, TreeEntry, TreeError, TreeSnapshot};
 
 /// Always `{schemaVersion: 1, collectionState: "unavailable"}` from these
 /// entry points (kept for the original's shape).

@@ -12,15 +12,15 @@ use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::acquire::{lock_path_of, now_ns};
-use crate::fsx;
-use crate::identity::LockDirIdentity;
-use crate::observe::{Observation, ObserveError, Owner, observe};
-use crate::process;
-use crate::record::OwnerRecord;
-use crate::report::{Holder, describe};
-use crate::tree;
-use crate::verdict::{HostPolicy, Verdict, judge};
+use crate::fs::fsx;
+use crate::fs::tree;
+use crate::lock::acquire::{lock_path_of, now_ns};
+use crate::lock::identity::LockDirIdentity;
+use crate::lock::observe::{Observation, ObserveError, Owner, observe};
+use crate::lock::record::OwnerRecord;
+use crate::lock::report::{Holder, describe};
+use crate::lock::verdict::{HostPolicy, Verdict, judge};
+use crate::sys::process;
 
 /// A valid owner record as read, with the identity of what was read.
 pub struct GcObservation {

@@ -35,8 +35,8 @@ use rustix::fs::{self, AtFlags, FileType, FlockOperation, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
-use crate::fsx;
-use crate::rename::{self, Refusal};
+use crate::fs::fsx;
+use crate::fs::rename::{self, Refusal};
 
 /// Most entries (the root included) a snapshot may hold.
 pub const MAX_ENTRIES: usize = 4096;
@@ -356,7 +356,7 @@ pub fn exact_remove_tree_at(
         Ok(_) => return ExactUnlinkOutcome::refused("identity_mismatch"),
         Err(_) => return ExactUnlinkOutcome::refused("io_error"),
     }
-    // Removers of one tree take turns (see `crate::guard`): a second
+    // Removers of one tree take turns (see `crate::lock::guard`): a second
     // remover acting on the same, now stale, view must not detach whatever
     // replaced the tree. After the lock, the name must still be the root.
     match fs::flock(&root, FlockOperation::NonBlockingLockExclusive) {

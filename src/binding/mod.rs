@@ -1,0 +1,13 @@
+//! The napi surface: JavaScript values in, calls into [`crate::lock`] and
+//! [`crate::fs`], JavaScript values out. Conversions only.
+
+mod lock;
+mod primitives;
+
+use napi_derive::napi;
+
+/// The version of the native core, for diagnostics.
+#[napi]
+pub fn native_version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}
