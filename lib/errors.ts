@@ -53,6 +53,8 @@ const LIVENESS_WORDS: Record<string, string> = {
   pid_reused: "pid reused by another process",
   dead_not_reaped: "dead but not reaped",
   dead: "dead",
+  previous_boot: "died with an earlier boot of this machine",
+  foreign_pid_namespace: "in another pid namespace, liveness unknown from here",
   unknown: "liveness unknown",
 };
 
@@ -76,7 +78,10 @@ export function describeHolder(holder: HolderInfo | undefined | null, hostAware 
       }
       const where = holder.ownerHostId ? ` on host ${holder.ownerHostId}` : hostAware ? " on this host" : "";
       const liveness = LIVENESS_WORDS[holder.liveness ?? "unknown"] ?? holder.liveness;
-      return `held by ${pid}${where} (${liveness}) since ${since(holder.timestamp)}`;
+      const unremovable = holder.removalFailure
+        ? `; its lock directory could not be removed (${holder.removalFailure}): fix that (permissions, immutable files) or remove it by hand`
+        : "";
+      return `held by ${pid}${where} (${liveness}) since ${since(holder.timestamp)}${unremovable}`;
     }
     case "malformed":
       return (

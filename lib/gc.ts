@@ -10,9 +10,17 @@ export interface FileLockOwnerToken {
   pid: number;
   start_time?: string;
   start_time_format?: string;
+  /** Upstream 0.17's clock-independent incarnation (`linux:<start ticks>`). */
+  process_incarnation?: string;
   owner_host_id?: string;
   owner_token?: string;
   timestamp: number;
+  /** The kernel's boot id when the record was written. */
+  boot_id?: string;
+  /** The start in clock ticks since boot (another writer's spelling of the incarnation). */
+  start_ticks?: number;
+  /** The writer's pid namespace (decimal inode number). */
+  pid_ns?: string;
 }
 
 export interface GenericFileLockDirIdentity {
@@ -79,7 +87,8 @@ export async function removeFileLockDirForGc(
 ): Promise<FileLockGcRemoval> {
   const path = validateFilePath(lockDir, "lockDir");
   const identity = preVerdictIdentity ?? (expected && typeof expected === "object" ? authority.get(expected) : undefined);
-  if (!identity) return "owner_changed";
+  // Without an identity nothing is removed: the answer is only `missing`
+  // (nothing there) or `owner_changed`.
   const removal = await native.removeLockDirForGcNative(path, expected as native.OwnerRecordJs, identity);
   return removal as FileLockGcRemoval;
 }
@@ -107,7 +116,14 @@ export async function genericFileLockDirIsStale(
   return (await genericFileLockDirStaleVerdict(lockDir, staleMs, ownerHostId)).stale;
 }
 
-export type LockLiveness = "live" | "dead" | "dead_not_reaped" | "pid_reused" | "unknown";
+export type LockLiveness =
+  | "live"
+  | "dead"
+  | "dead_not_reaped"
+  | "pid_reused"
+  | "previous_boot"
+  | "foreign_pid_namespace"
+  | "unknown";
 
 export interface LockInspection {
   filePath: string;

@@ -16,17 +16,17 @@ use napi::threadsafe_function::ThreadsafeFunction;
 use napi::{Env, Result, Status};
 use napi_derive::napi;
 
-use crate::lock::acquire::{self, AcquireError, AcquireOptions, Hook};
+use crate::binding::env::{Scope, scope_of};
+use crate::lock::acquire::{self, AcquireError, AcquireOptions, Claim, Hook};
 use crate::lock::gc;
 use crate::lock::identity::LockDirIdentity;
 use crate::lock::record::OwnerRecord;
 use crate::lock::release::{self, FirstAttempt, ReleaseError};
 use crate::lock::report::Holder;
-use crate::lock::table::{Arrival, Generation};
 use crate::lock::verdict::HostPolicy;
 use crate::sys::errno::{errno_code, errno_text};
 use crate::sys::faults;
-use crate::sys::process;
+use crate::sys::lstart;
 use crate::sys::wait::Cancel;
 
 /// A failure the facade turns into a typed error.
@@ -73,6 +73,8 @@ pub struct HolderInfo {
     pub stale: bool,
     pub reason: String,
     pub code: Option<String>,
+    /// Why a lock judged stale could not be removed (e.g. `EACCES`).
+    pub removal_failure: Option<String>,
 }
 
 impl From<&Holder> for HolderInfo {
@@ -90,6 +92,7 @@ impl From<&Holder> for HolderInfo {
             stale: holder.verdict.stale,
             reason: holder.verdict.reason.as_str().to_string(),
             code: holder.code.map(str::to_string),
+            removal_failure: holder.removal_failure.map(str::to_string),
         }
     }
 }
@@ -151,6 +154,8 @@ pub fn cancel_acquire(token: u32) {
     }
 }
 
+/// The acquisition's cancel flag: the caller's token's, or a fresh one
+/// (the environment's teardown cancels it either way).
 fn take_cancel(token: Option<u32>) -> Arc<Cancel> {
     token
         .and_then(|t| {
@@ -200,8 +205,8 @@ fn options_of(
     cancel: Arc<Cancel>,
     after_parent_mkdir: Option<Hook>,
     sequence: u64,
-) -> AcquireOptions {
-    AcquireOptions {
+) -> Arc<AcquireOptions> {
+    Arc::new(AcquireOptions {
         file_path: PathBuf::from(&request.file_path),
         retries: request.retries,
         retry_delay: Duration::from_secs_f64(request.retry_delay_ms.max(0.0) / 1000.0),
@@ -210,20 +215,25 @@ fn options_of(
         cancel,
         after_parent_mkdir,
         sequence,
-    }
+    })
 }
 
+/// The answer for JavaScript: a won lock is adopted by the caller's
+/// environment (or given back if that is gone), or the failure.
 fn acquire_result(
-    result: std::result::Result<Option<Arc<Generation>>, AcquireError>,
+    scope: &Scope,
+    result: std::result::Result<Option<Claim>, AcquireError>,
 ) -> AcquireResult {
     match result {
-        Ok(generation) => AcquireResult {
-            lock: generation.map(|generation| HeldLock {
-                generation: generation.id.to_string(),
-                lock_path: generation.key.to_string_lossy().into_owned(),
-                owner_token: generation.owner_token.clone(),
-                record: String::from_utf8_lossy(&generation.record_bytes).into_owned(),
-            }),
+        Ok(claim) => AcquireResult {
+            lock: claim
+                .and_then(|claim| scope.adopt(claim))
+                .map(|generation| HeldLock {
+                    generation: generation.id.to_string(),
+                    lock_path: generation.lock_path.to_string_lossy().into_owned(),
+                    owner_token: generation.owner_token.clone(),
+                    record: String::from_utf8_lossy(&generation.record_bytes).into_owned(),
+                }),
             failure: None,
         },
         Err(error) => AcquireResult {
@@ -237,9 +247,13 @@ fn acquire_result(
 /// is free (see `acquire::acquire_first_attempt`): the lock, a failure, or
 /// neither — then the caller goes on with `acquireLockNative`.
 #[napi]
-pub fn acquire_first_attempt_native(request: AcquireRequest) -> AcquireResult {
+pub fn acquire_first_attempt_native(env: Env, request: AcquireRequest) -> Result<AcquireResult> {
+    let scope = scope_of(&env)?;
     let options = options_of(request, Arc::default(), None, crate::lock::table::next_id());
-    acquire_result(acquire::acquire_first_attempt(&options))
+    Ok(acquire_result(
+        &scope,
+        acquire::acquire_first_attempt(options),
+    ))
 }
 
 /// Acquires a lock; resolves once published or failed. The caller's place
@@ -256,30 +270,16 @@ pub fn acquire_lock_native<'env>(
 ) -> Result<PromiseRaw<'env, AcquireResult>> {
     let sequence = crate::lock::table::next_id();
     let arrival = crate::lock::table::arrive();
-    env.spawn_future(acquire_async(
-        request,
-        after_parent_mkdir,
-        sequence,
-        arrival,
-    ))
-}
-
-async fn acquire_async(
-    request: AcquireRequest,
-    after_parent_mkdir: Option<HookFunction>,
-    sequence: u64,
-    arrival: Arrival,
-) -> Result<AcquireResult> {
+    let scope = scope_of(env)?;
     let token = request.cancel_token;
-    let options = options_of(
-        request,
-        take_cancel(token),
-        after_parent_mkdir.map(hook_of),
-        sequence,
-    );
-    let result = acquire::acquire(options, arrival).await;
-    forget_cancel(token);
-    Ok(acquire_result(result.map(Some)))
+    let cancel = take_cancel(token);
+    scope.track(&cancel);
+    let options = options_of(request, cancel, after_parent_mkdir.map(hook_of), sequence);
+    env.spawn_future(async move {
+        let result = acquire::acquire(options, arrival).await;
+        forget_cancel(token);
+        Ok(acquire_result(&scope, result.map(Some)))
+    })
 }
 
 fn acquire_failure(error: AcquireError) -> LockFailure {
@@ -294,6 +294,22 @@ fn acquire_failure(error: AcquireError) -> LockFailure {
             lock_path: Some(lock_path.to_string_lossy().into_owned()),
             attempts: Some(attempts),
             holder: Some(HolderInfo::from(holder.as_ref())),
+        },
+        AcquireError::Stalled {
+            lock_path,
+            attempts,
+        } => LockFailure {
+            lock_path: Some(lock_path.to_string_lossy().into_owned()),
+            attempts: Some(attempts),
+            ..failure(
+                "ETIMEDOUT",
+                format!(
+                    "Failed to acquire file lock at {}: the filesystem did not answer within the \
+                     waiting budget (a syscall of attempt {attempts} is still running); check the \
+                     mount that holds it, or allow a longer budget (retries x retryDelayMs).",
+                    lock_path.display()
+                ),
+            )
         },
         AcquireError::Aborted => failure("ABORT_ERR", "File lock acquisition aborted".into()),
         AcquireError::Hook(message) => failure("EHOOK", message),
@@ -348,39 +364,59 @@ pub struct ReleaseFirstAttempt {
 /// The first release attempt, synchronously on the calling thread: it
 /// never sleeps; the retries that need a pause are `releaseLockNative`'s.
 #[napi]
-pub fn release_first_attempt_native(generation: String) -> ReleaseFirstAttempt {
+pub fn release_first_attempt_native(env: Env, generation: String) -> Result<ReleaseFirstAttempt> {
+    let scope = scope_of(&env)?;
     let Ok(id) = generation.parse::<u64>() else {
-        return ReleaseFirstAttempt {
+        return Ok(ReleaseFirstAttempt {
             done: true,
             failure: Some(unknown_generation()),
-        };
+        });
     };
-    match release::release_first_attempt(id) {
-        FirstAttempt::Done(result) => ReleaseFirstAttempt {
-            done: true,
-            failure: result.err().map(release_failure),
-        },
+    Ok(match release::release_first_attempt(id) {
+        FirstAttempt::Done(result) => {
+            let result = settle(&scope, id, result);
+            ReleaseFirstAttempt {
+                done: true,
+                failure: result.err().map(release_failure),
+            }
+        }
         FirstAttempt::Continue => ReleaseFirstAttempt {
             done: false,
             failure: None,
         },
-    }
+    })
 }
 
 /// Releases a generation (`continued`: after `releaseFirstAttemptNative`);
 /// resolves to `null` on success or a failure.
-#[napi]
-pub async fn release_lock_native(
+#[napi(ts_return_type = "Promise<LockFailure | null>")]
+pub fn release_lock_native<'env>(
+    env: &'env Env,
     generation: String,
     continued: Option<bool>,
-) -> Result<Option<LockFailure>> {
-    let Ok(id) = generation.parse::<u64>() else {
-        return Ok(Some(unknown_generation()));
-    };
-    Ok(release::release(id, continued.unwrap_or(false))
-        .await
-        .err()
-        .map(release_failure))
+) -> Result<PromiseRaw<'env, Option<LockFailure>>> {
+    let scope = scope_of(env)?;
+    env.spawn_future(async move {
+        let Ok(id) = generation.parse::<u64>() else {
+            return Ok(Some(unknown_generation()));
+        };
+        let result = release::release(id, continued.unwrap_or(false)).await;
+        Ok(settle(&scope, id, result).err().map(release_failure))
+    })
+}
+
+/// The environment stops holding a generation whose release is over; one
+/// left fenced (release pending) stays its own, to be given back at its
+/// teardown if no later acquisition finished it.
+fn settle(
+    scope: &Scope,
+    id: u64,
+    result: std::result::Result<(), ReleaseError>,
+) -> std::result::Result<(), ReleaseError> {
+    if !matches!(result, Err(ReleaseError::Pending(_))) {
+        scope.forget(id);
+    }
+    result
 }
 
 /// `processStartTime(pid)`: the start time as `ps -o lstart=` prints it
@@ -390,7 +426,7 @@ pub fn process_start_time(pid: f64) -> Option<String> {
     if !(pid.is_finite() && pid > 0.0 && pid.fract() == 0.0 && pid <= f64::from(i32::MAX)) {
         return None;
     }
-    process::start_time(pid as u32)
+    lstart::start_time(pid as u32)
 }
 
 /// The owner record with the original's snake_case keys.
@@ -406,6 +442,14 @@ pub struct OwnerRecordJs {
     pub owner_token: Option<String>,
     #[napi(js_name = "owner_host_id")]
     pub owner_host_id: Option<String>,
+    #[napi(js_name = "process_incarnation")]
+    pub process_incarnation: Option<String>,
+    #[napi(js_name = "boot_id")]
+    pub boot_id: Option<String>,
+    #[napi(js_name = "start_ticks")]
+    pub start_ticks: Option<f64>,
+    #[napi(js_name = "pid_ns")]
+    pub pid_ns: Option<String>,
 }
 
 impl From<&OwnerRecord> for OwnerRecordJs {
@@ -417,6 +461,10 @@ impl From<&OwnerRecord> for OwnerRecordJs {
             timestamp: r.timestamp,
             owner_token: r.owner_token.clone(),
             owner_host_id: r.owner_host_id.clone(),
+            process_incarnation: r.process_incarnation.clone(),
+            boot_id: r.boot_id.clone(),
+            start_ticks: r.start_ticks.map(|ticks| ticks as f64),
+            pid_ns: r.pid_ns.clone(),
         }
     }
 }
@@ -430,6 +478,13 @@ impl From<&OwnerRecordJs> for OwnerRecord {
             timestamp: r.timestamp,
             owner_token: r.owner_token.clone(),
             owner_host_id: r.owner_host_id.clone(),
+            process_incarnation: r.process_incarnation.clone(),
+            boot_id: r.boot_id.clone(),
+            start_ticks: r
+                .start_ticks
+                .filter(|ticks| *ticks >= 0.0 && ticks.fract() == 0.0)
+                .map(|ticks| ticks as u64),
+            pid_ns: r.pid_ns.clone(),
         }
     }
 }
@@ -504,10 +559,24 @@ pub struct GcObservationResult {
     pub failure: Option<LockFailure>,
 }
 
+/// Runs filesystem work for an async entry point on a blocking thread:
+/// never on the runtime's worker thread, which only waits.
+pub(super) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| napi::Error::from_reason(format!("exactlock internal error: {error}")))
+}
+
 /// `readFileLockObservationForGc`.
 #[napi]
 pub async fn read_lock_observation_native(lock_dir: String) -> Result<GcObservationResult> {
-    Ok(match gc::read_observation(&PathBuf::from(&lock_dir)) {
+    blocking(move || read_lock_observation(lock_dir)).await
+}
+
+fn read_lock_observation(lock_dir: String) -> GcObservationResult {
+    match gc::read_observation(&PathBuf::from(&lock_dir)) {
         Ok(observation) => GcObservationResult {
             observation: observation.map(|o| GcObservationJs {
                 info: OwnerRecordJs::from(&o.record),
@@ -520,7 +589,7 @@ pub async fn read_lock_observation_native(lock_dir: String) -> Result<GcObservat
             observation: None,
             failure: Some(errno_failure(errno, "Failed to read file lock", &lock_dir)),
         },
-    })
+    }
 }
 
 #[napi(object)]
@@ -540,8 +609,8 @@ pub async fn stale_verdict_native(
     previous_owner_host_ids: Option<Vec<String>>,
 ) -> Result<StaleVerdictResult> {
     let policy = policy_of(owner_host_id, previous_owner_host_ids);
-    Ok(
-        match gc::stale_verdict(&PathBuf::from(&lock_dir), stale_ms, &policy) {
+    blocking(
+        move || match gc::stale_verdict(&PathBuf::from(&lock_dir), stale_ms, &policy) {
             Ok((verdict, identity)) => StaleVerdictResult {
                 stale: verdict.stale,
                 reason: verdict.reason.as_str().to_string(),
@@ -556,25 +625,31 @@ pub async fn stale_verdict_native(
             },
         },
     )
+    .await
 }
 
 /// `removeFileLockDirForGc`: `removed`, `owner_changed`, `missing` or
-/// `cleanup_failed`.
+/// `cleanup_failed`. Without an identity (none was observed for
+/// `expected`) nothing is removed.
 #[napi]
 pub async fn remove_lock_dir_for_gc_native(
     lock_dir: String,
     expected: OwnerRecordJs,
-    identity: LockDirIdentityJs,
+    identity: Option<LockDirIdentityJs>,
 ) -> Result<String> {
-    let Some(identity) = identity.parse() else {
-        return Ok(gc::GcRemoval::OwnerChanged.as_str().to_string());
+    let identity = match identity.as_ref().map(LockDirIdentityJs::parse) {
+        None => None,
+        Some(Some(identity)) => Some(identity),
+        // Not an identity any observation could have given.
+        Some(None) => return Ok(gc::GcRemoval::OwnerChanged.as_str().to_string()),
     };
     let expected = OwnerRecord::from(&expected);
-    Ok(
-        gc::remove_for_gc(&PathBuf::from(lock_dir), &expected, &identity)
+    blocking(move || {
+        gc::remove_for_gc(&PathBuf::from(lock_dir), &expected, identity.as_ref())
             .as_str()
-            .to_string(),
-    )
+            .to_string()
+    })
+    .await
 }
 
 #[napi(object)]
@@ -593,8 +668,12 @@ pub async fn inspect_lock_native(
     previous_owner_host_ids: Option<Vec<String>>,
 ) -> Result<InspectResult> {
     let policy = policy_of(owner_host_id, previous_owner_host_ids);
+    blocking(move || inspect_lock(file_path, stale_ms, &policy)).await
+}
+
+fn inspect_lock(file_path: String, stale_ms: f64, policy: &HostPolicy) -> InspectResult {
     let path = PathBuf::from(&file_path);
-    Ok(match gc::inspect(&path, stale_ms, &policy) {
+    match gc::inspect(&path, stale_ms, policy) {
         Ok(inspection) => InspectResult {
             lock_path: inspection.lock_path.to_string_lossy().into_owned(),
             holder: Some(HolderInfo::from(&inspection.holder)),
@@ -609,7 +688,7 @@ pub async fn inspect_lock_native(
                 &file_path,
             )),
         },
-    })
+    }
 }
 
 /// Test seam: makes `step` fail with `code` the next `times` times (always
@@ -617,6 +696,19 @@ pub async fn inspect_lock_native(
 #[napi]
 pub fn inject_fault_for_testing(step: String, code: String, times: Option<u32>) -> bool {
     faults::arm(&step, &code, times)
+}
+
+/// Test seam: makes `step` (`attempt`, `release`, `parent.created`) stall
+/// for `ms` milliseconds on names containing `only`, the next `times` times
+/// (always when omitted). Returns false for an unknown step.
+#[napi]
+pub fn inject_delay_for_testing(
+    step: String,
+    ms: u32,
+    only: Option<String>,
+    times: Option<u32>,
+) -> bool {
+    faults::arm_delay(&step, ms, only.as_deref(), times)
 }
 
 /// Test seam: disarms every injected fault.

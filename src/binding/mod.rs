@@ -1,6 +1,8 @@
 //! The napi surface: JavaScript values in, calls into [`crate::lock`] and
 //! [`crate::fs`], JavaScript values out. Conversions only.
 
+mod debris;
+mod env;
 mod lock;
 mod primitives;
 

@@ -9,7 +9,7 @@
 //! cut down to what a lock directory needs.
 
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -290,50 +290,86 @@ pub fn read_fd_bounded(fd: BorrowedFd<'_>, limit: usize) -> Result<BoundedRead, 
     Ok(BoundedRead { stat, bytes })
 }
 
-/// Creates every missing ancestor of `path` (and `path` itself) with `mode`,
-/// setting the mode explicitly after each `mkdir` so the umask cannot weaken
-/// it. Existing directories are left as they are. Symlinked ancestors are
-/// followed here on purpose: the caller canonicalises afterwards and then
-/// works no-follow from the canonical parent.
-pub fn create_dir_all(path: &Path, mode: Mode) -> Result<(), Errno> {
-    let mut missing = Vec::new();
-    let mut cursor = path.to_path_buf();
-    loop {
-        match fs::stat(&cursor) {
-            Ok(stat) if kind_of(&stat) == FileType::Directory => break,
-            Ok(_) => return Err(Errno::NOTDIR),
-            Err(Errno::NOENT) => {
-                missing.push(cursor.clone());
-                match cursor.parent() {
-                    Some(parent) if !parent.as_os_str().is_empty() => cursor = parent.to_path_buf(),
-                    _ => return Err(Errno::NOENT),
-                }
-            }
-            Err(errno) => return Err(errno),
-        }
+/// Opens the directory `path` for use as an anchor of `*at` calls,
+/// creating it and every missing ancestor with `mode` first. Symlinks in
+/// the part of `path` that exists are followed on purpose (aliased paths
+/// name one lock; the lock is keyed by the directory's identity, not its
+/// path).
+///
+/// What is created is created through descriptors only: `mkdirat` in the
+/// open parent, then `openat(O_DIRECTORY | O_NOFOLLOW)` of the new name and
+/// `fchmod` of that descriptor, so the mode is set on exactly the directory
+/// we made even under a hostile umask. Had someone who can write the
+/// parent swapped the new name for a symlink between the `mkdirat` and the
+/// `openat`, the `openat` refuses it (`ELOOP`/`ENOTDIR`) and nothing is
+/// chmodded through it. Directories that already exist keep their mode.
+pub fn open_or_create_dir(path: &Path, mode: Mode) -> Result<OwnedFd, Errno> {
+    let missing = match fs::open(path, ANCHOR_FLAGS, Mode::empty()) {
+        Ok(dir) => return Ok(dir),
+        Err(Errno::NOENT) => missing_components(path)?,
+        Err(errno) => return Err(errno),
+    };
+    let (existing, names) = missing;
+    let mut dir = fs::open(&existing, ANCHOR_FLAGS, Mode::empty())?;
+    for name in names {
+        dir = make_child_dir(dir.as_fd(), &name, mode)?;
     }
-    for dir in missing.iter().rev() {
-        match fs::mkdir(dir, mode) {
-            Ok(()) => fs::chmod(dir, mode)?,
-            // A concurrent creator won; its directory serves as well.
-            Err(Errno::EXIST) => {}
-            Err(errno) => return Err(errno),
-        }
-    }
-    Ok(())
+    Ok(dir)
 }
 
-/// The path the kernel currently associates with an open descriptor.
-pub fn fd_path(fd: BorrowedFd<'_>) -> Result<PathBuf, Errno> {
-    use std::os::fd::AsRawFd;
-    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    let target = fs::readlink(link, Vec::new())?;
-    let bytes = target.into_bytes();
-    // A directory that was removed reads back as "/x (deleted)".
-    if bytes.ends_with(b" (deleted)") || bytes.first() != Some(&b'/') {
-        return Err(Errno::NOENT);
+/// Opens the directory at `path`, following symlinks, as an anchor for
+/// `*at` calls.
+pub fn open_anchor(path: &Path) -> Result<OwnedFd, Errno> {
+    fs::open(path, ANCHOR_FLAGS, Mode::empty())
+}
+
+/// Flags of a directory used only as an anchor: `O_PATH` where it exists
+/// (no read permission needed, nothing is read through it).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const ANCHOR_FLAGS: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const ANCHOR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::CLOEXEC);
+
+/// The deepest existing ancestor of `path` and the names below it that do
+/// not exist yet, outermost first.
+fn missing_components(path: &Path) -> Result<(PathBuf, Vec<OsString>), Errno> {
+    let mut names = Vec::new();
+    let mut cursor = path;
+    loop {
+        match fs::stat(cursor) {
+            Ok(stat) if kind_of(&stat) == FileType::Directory => break,
+            Ok(_) => return Err(Errno::NOTDIR),
+            Err(Errno::NOENT) => {}
+            Err(errno) => return Err(errno),
+        }
+        match (cursor.parent(), cursor.file_name()) {
+            (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => {
+                names.push(name.to_os_string());
+                cursor = parent;
+            }
+            _ => return Err(Errno::NOENT),
+        }
     }
-    Ok(PathBuf::from(OsString::from_vec(bytes)))
+    names.reverse();
+    Ok((cursor.to_path_buf(), names))
+}
+
+/// `mkdirat` + no-follow `openat` + `fchmod` of one directory in `parent`;
+/// a directory someone else created meanwhile is used as it is.
+fn make_child_dir(parent: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<OwnedFd, Errno> {
+    let created = match fs::mkdirat(parent, name, mode) {
+        Ok(()) => true,
+        Err(Errno::EXIST) => false,
+        Err(errno) => return Err(errno),
+    };
+    crate::sys::faults::pause("parent.created", name);
+    let dir = open_child_dir(parent, name)?;
+    if created {
+        fs::fchmod(&dir, mode)?;
+    }
+    Ok(dir)
 }
 
 /// Appends a suffix to a file name: `info` + `.removing`.
@@ -341,6 +377,44 @@ pub fn with_suffix(name: &OsStr, suffix: &str) -> OsString {
     let mut out = name.to_os_string();
     out.push(suffix);
     out
+}
+
+/// A private name beside `base`, unique per use:
+/// `<base>.<tag>.<pid>.<uuid v4>` (the original's staging names have this
+/// shape with the tag `pending`). The pid says who made it; the uuid that
+/// nobody else can have named it.
+pub fn tagged_name(base: &OsStr, tag: &str) -> OsString {
+    let suffix = format!(
+        ".{tag}.{}.{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().hyphenated()
+    );
+    with_suffix(base, &suffix)
+}
+
+/// Splits a name made by [`tagged_name`] with `tag` into its base and pid:
+/// `None` unless it has exactly that shape (a positive pid without leading
+/// zeros, a lowercase hyphenated uuid). The base is what precedes the last
+/// `.<tag>.`.
+pub fn parse_tagged_name<'a>(candidate: &'a OsStr, tag: &str) -> Option<(&'a OsStr, u32)> {
+    let bytes = candidate.as_bytes();
+    let marker = format!(".{tag}.");
+    let at = bytes
+        .windows(marker.len())
+        .rposition(|window| window == marker.as_bytes())?;
+    let rest = std::str::from_utf8(&bytes[at + marker.len()..]).ok()?;
+    let (pid, uuid) = rest.split_once('.')?;
+    let valid_pid =
+        !pid.is_empty() && !pid.starts_with('0') && pid.bytes().all(|b| b.is_ascii_digit());
+    let valid_uuid = uuid.len() == 36
+        && uuid
+            .bytes()
+            .all(|b| b == b'-' || b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        && uuid::Uuid::parse_str(uuid).is_ok();
+    if at == 0 || !valid_pid || !valid_uuid {
+        return None;
+    }
+    Some((OsStr::from_bytes(&bytes[..at]), pid.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -397,16 +471,84 @@ mod tests {
     }
 
     #[test]
-    fn create_dir_all_sets_modes_explicitly() {
+    fn open_or_create_dir_sets_modes_of_what_it_creates_only() {
         // The umask case (0777) is exercised from JS in a child process: the
         // umask is process-wide and would disturb tests running beside this.
         let root = tempdir("mkdir");
+        std::fs::create_dir(root.join("a")).unwrap();
+        std::fs::set_permissions(
+            root.join("a"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
         let target = root.join("a/b/c");
-        create_dir_all(&target, Mode::from_raw_mode(0o700)).unwrap();
-        for dir in ["a", "a/b", "a/b/c"] {
-            let stat = fs::stat(root.join(dir)).unwrap();
-            assert_eq!(stat.st_mode & 0o7777, 0o700, "{dir}");
+        let dir = open_or_create_dir(&target, Mode::from_raw_mode(0o700)).unwrap();
+        assert!(same_inode(
+            &fs::fstat(&dir).unwrap(),
+            &fs::stat(&target).unwrap()
+        ));
+        for (name, mode) in [("a", 0o755), ("a/b", 0o700), ("a/b/c", 0o700)] {
+            let stat = fs::stat(root.join(name)).unwrap();
+            assert_eq!(stat.st_mode & 0o7777, mode, "{name}");
         }
+        // Existing: opened as it is.
+        let again = open_or_create_dir(&target, Mode::from_raw_mode(0o700)).unwrap();
+        assert!(same_inode(
+            &fs::fstat(&again).unwrap(),
+            &fs::fstat(&dir).unwrap()
+        ));
+        // A file in the way.
+        std::fs::write(root.join("file"), b"").unwrap();
+        assert_eq!(
+            open_or_create_dir(&root.join("file/x"), Mode::from_raw_mode(0o700)).unwrap_err(),
+            Errno::NOTDIR
+        );
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_symlink_swapped_in_after_mkdirat_is_refused_not_chmodded() {
+        let root = tempdir("mkdir-race");
+        let target = root.join("target");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::set_permissions(&target, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let parent = open_dir_nofollow(&root).unwrap();
+        // What an attacker does between our mkdirat and our openat.
+        fs::mkdirat(&parent, "new", Mode::from_raw_mode(0o700)).unwrap();
+        std::fs::remove_dir(root.join("new")).unwrap();
+        std::os::unix::fs::symlink(&target, root.join("new")).unwrap();
+        let refused = open_child_dir(parent.as_fd(), OsStr::new("new")).unwrap_err();
+        assert!(refused == Errno::LOOP || refused == Errno::NOTDIR);
+        assert_eq!(fs::stat(&target).unwrap().st_mode & 0o7777, 0o755);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn tagged_names_round_trip_and_nothing_else_parses() {
+        let base = OsStr::new("state.json.lock");
+        let name = tagged_name(base, "removing");
+        assert_eq!(
+            parse_tagged_name(&name, "removing"),
+            Some((base, std::process::id()))
+        );
+        assert_eq!(parse_tagged_name(&name, "pending"), None);
+        for bad in [
+            "state.json.lock.removing",
+            "state.json.lock.pending.interrupted",
+            "state.json.lock.pending.0123.12345678-1234-1234-1234-123456789abc",
+            "state.json.lock.pending.12.not-a-uuid",
+            "state.json.lock.pending.12.12345678-1234-1234-1234-123456789ABC",
+            ".pending.12.12345678-1234-1234-1234-123456789abc",
+        ] {
+            assert_eq!(parse_tagged_name(OsStr::new(bad), "pending"), None, "{bad}");
+        }
+        assert_eq!(
+            parse_tagged_name(
+                OsStr::new("a.pending.b.lock.pending.12.12345678-1234-1234-1234-123456789abc"),
+                "pending"
+            ),
+            Some((OsStr::new("a.pending.b.lock"), 12))
+        );
     }
 }

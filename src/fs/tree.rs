@@ -17,11 +17,15 @@
 //!   per file, [`MAX_TOTAL_FILE_BYTES`] in total, [`MAX_DEPTH`] levels (each
 //!   level holds one descriptor and one stack frame).
 //! * Removal never deletes what it did not verify: the tree is first moved
-//!   to a private sibling name with a no-replace rename (so a successor that
-//!   takes the original name afterwards is out of reach), verified there in
-//!   full against the snapshot, and only then deleted bottom-up, each entry
-//!   re-observed through its verified parent descriptor just before its
-//!   `unlinkat`. Any difference before the first deletion puts the tree back.
+//!   to a private sibling name, unique per use (`<name>.removing.<pid>.<uuid>`),
+//!   with a no-replace rename (so a successor that takes the original name
+//!   afterwards is out of reach), verified there in full against the
+//!   snapshot, and only then deleted bottom-up, each entry re-observed
+//!   through its verified parent descriptor just before its `unlinkat`. Any
+//!   difference before the first deletion puts the tree back. Where the
+//!   rename is refused across layers (overlayfs lower layer: `EXDEV`), the
+//!   tree is removed in place the same way; `rmdir` of the emptied root
+//!   cannot remove anything that took its name meanwhile.
 //!
 //! Comparisons of an expected entry with a later observation all go through
 //! [`TreeEntry::same_object_as`].
@@ -47,8 +51,14 @@ pub const MAX_TOTAL_FILE_BYTES: u64 = 16 << 20;
 /// Deepest directory nesting below the root.
 pub const MAX_DEPTH: usize = 64;
 
-/// The suffix of the private sibling a tree is detached to before deletion.
-pub const REMOVING_SUFFIX: &str = ".removing";
+/// The tag of the private sibling a tree is detached to before deletion:
+/// `<name>.removing.<pid>.<uuid>` ([`fsx::tagged_name`]).
+pub const QUARANTINE_TAG: &str = "removing";
+
+/// A fresh quarantine name for `name`.
+pub fn quarantine_name(name: &OsStr) -> OsString {
+    fsx::tagged_name(name, QUARANTINE_TAG)
+}
 
 /// What an entry is. Anything else is refused by the snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -324,15 +334,17 @@ pub fn exact_remove_tree(path: &Path, expected: &TreeSnapshot) -> ExactUnlinkOut
 
 /// Removes `parent/name` only if it is still exactly `expected`:
 /// 1. pre-verify the root identity (nothing touched on a mismatch);
-/// 2. detach it to `<name>.removing` with a no-replace rename
-///    (`quarantine_collision` if that name is taken);
+/// 2. detach it to a fresh quarantine name with a no-replace rename (where
+///    the rename is refused across layers, go to 4 in place);
 /// 3. verify the detached tree in full; on any difference rename it back
 ///    (no-replace) and report `identity_mismatch` (if the original name was
 ///    taken meanwhile, the tree stays detached and the taker is reported as
 ///    `retained_successor_path`);
 /// 4. delete it bottom-up, each entry re-observed just before its removal.
 ///
-/// `parent_path` is only used to word the paths in the outcome.
+/// A refusal names in `detached_path` where the examined tree lives now
+/// (its own name after a mismatch or a put-back, the quarantine name if it
+/// had to stay there). `parent_path` is only used to word these paths.
 pub fn exact_remove_tree_at(
     parent: BorrowedFd<'_>,
     parent_path: &Path,
@@ -342,18 +354,18 @@ pub fn exact_remove_tree_at(
     if !fsx::is_single_component(name) {
         return ExactUnlinkOutcome::refused(TreeError::InvalidRequest.code());
     }
-    let removing = fsx::with_suffix(name, REMOVING_SUFFIX);
-    let detached_path = parent_path.join(&removing);
+    let examined = parent_path.join(name);
 
     // 1. Pre-verify. Holding the root open from here on keeps its inode
     //    number from being recycled for a successor while we work.
     let root = match open_root(parent, name) {
         Ok(root) => root,
-        Err(error) => return ExactUnlinkOutcome::refused(judged_code(error)),
+        Err(TreeError::NotFound) => return ExactUnlinkOutcome::refused("not_found"),
+        Err(error) => return ExactUnlinkOutcome::refused(judged_code(error)).detached_at(examined),
     };
     match fs::fstat(&root) {
         Ok(stat) if is_root_of(&stat, expected) => {}
-        Ok(_) => return ExactUnlinkOutcome::refused("identity_mismatch"),
+        Ok(_) => return ExactUnlinkOutcome::refused("identity_mismatch").detached_at(examined),
         Err(_) => return ExactUnlinkOutcome::refused("io_error"),
     }
     // Removers of one tree take turns (see `crate::lock::guard`): a second
@@ -365,15 +377,23 @@ pub fn exact_remove_tree_at(
     }
     match fsx::stat_nofollow(parent, name) {
         Ok(stat) if is_root_of(&stat, expected) => {}
-        Ok(_) => return ExactUnlinkOutcome::refused("identity_mismatch"),
+        Ok(_) => return ExactUnlinkOutcome::refused("identity_mismatch").detached_at(examined),
         Err(Errno::NOENT) => return ExactUnlinkOutcome::refused("not_found"),
         Err(_) => return ExactUnlinkOutcome::refused("io_error"),
     }
 
     // 2. Detach: a successor that takes the original name from now on is
     //    never in reach of the deletion.
-    let detach = rename::rename_no_replace_at(parent, name, parent, &removing);
+    let (removing, detach) = detach(parent, name);
     if !detach.ok {
+        if detach.refused_with(Refusal::CrossDevice) {
+            // 4, in place (see the module docs).
+            let outcome = remove_tree_in_place_at(parent, name, expected);
+            return match outcome.code {
+                Some("identity_mismatch") => outcome.detached_at(examined),
+                _ => outcome,
+            };
+        }
         let code = if detach.refused_with(Refusal::DestinationExists) {
             "quarantine_collision"
         } else if detach.refused_with(Refusal::NotFound) {
@@ -389,13 +409,17 @@ pub fn exact_remove_tree_at(
         };
         let outcome = ExactUnlinkOutcome::refused(code);
         return if detach.mutation_state == rename::MutationState::NotCommitted {
-            outcome
+            match code {
+                "not_found" => outcome,
+                _ => outcome.detached_at(examined),
+            }
         } else {
-            outcome.detached_at(detached_path)
+            outcome.detached_at(parent_path.join(&removing))
         };
     }
 
     // 3. Verify what now sits at the private name, then 4. delete it.
+    let detached_path = parent_path.join(&removing);
     match verify_in_place(parent, &removing, expected) {
         Ok((detached, detached_stat)) => {
             match delete_verified(parent, &removing, detached, &detached_stat, expected) {
@@ -405,6 +429,18 @@ pub fn exact_remove_tree_at(
         }
         Err(code) => put_back(parent, &removing, name, code, detached_path, parent_path),
     }
+}
+
+/// Renames `name` to a fresh quarantine name, never over anything: a name
+/// that is somehow taken (it is unique per use) gets one more fresh try.
+fn detach(parent: BorrowedFd<'_>, name: &OsStr) -> (OsString, rename::NoReplaceOutcome) {
+    let mut removing = quarantine_name(name);
+    let mut outcome = rename::rename_no_replace_at(parent, name, parent, &removing);
+    if outcome.refused_with(Refusal::DestinationExists) {
+        removing = quarantine_name(name);
+        outcome = rename::rename_no_replace_at(parent, name, parent, &removing);
+    }
+    (removing, outcome)
 }
 
 /// Removes `parent/name` in place (no detach) only if it is exactly
@@ -458,7 +494,7 @@ fn put_back(
 ) -> ExactUnlinkOutcome {
     let back = rename::rename_no_replace_at(parent, removing, parent, name);
     if back.ok {
-        return ExactUnlinkOutcome::refused(code);
+        return ExactUnlinkOutcome::refused(code).detached_at(parent_path.join(name));
     }
     if back.refused_with(Refusal::NotFound) {
         // The detached object vanished (someone else removed it): nothing of
@@ -860,8 +896,12 @@ mod tests {
     fn assert_intact(lock: &Path) {
         assert_eq!(std::fs::read(lock.join("info")).unwrap(), b"{\"pid\":1}");
         assert_eq!(std::fs::read(lock.join("sub/deep")).unwrap(), b"deep");
-        let removing = PathBuf::from(format!("{}{REMOVING_SUFFIX}", lock.display()));
-        assert!(!removing.exists(), "nothing may be left detached");
+        let parent = lock.parent().unwrap();
+        assert_eq!(
+            crate::testutil::listing(parent),
+            [lock.file_name().unwrap().to_string_lossy()],
+            "nothing may be left detached"
+        );
     }
 
     #[test]
@@ -1033,12 +1073,17 @@ mod tests {
             change(&lock);
             let outcome = exact_remove_tree(&lock, &snapshot);
             assert_eq!(outcome.code, Some("identity_mismatch"), "{what}");
-            assert_eq!(outcome.detached_path, None, "{what}");
+            // Where the examined tree lives: back at its own name.
+            assert_eq!(
+                outcome.detached_path.as_deref(),
+                Some(lock.as_path()),
+                "{what}"
+            );
             assert!(
                 lock.join("info").exists() && lock.join("sub/deep").exists(),
                 "{what}"
             );
-            assert!(!root.join("f.lock.removing").exists(), "{what}");
+            assert_eq!(crate::testutil::listing(&root), ["f.lock"], "{what}");
             std::fs::remove_dir_all(root).unwrap();
         }
     }
@@ -1065,17 +1110,42 @@ mod tests {
     }
 
     #[test]
-    fn exact_removal_refuses_an_occupied_quarantine_name() {
-        let root = tempdir("collision");
-        let lock = lock_tree(&root);
-        let snapshot = snapshot_tree(&lock).unwrap();
-        std::fs::create_dir(root.join("f.lock.removing")).unwrap();
-        let outcome = exact_remove_tree(&lock, &snapshot);
-        assert_eq!(outcome.code, Some("quarantine_collision"));
-        assert_eq!(outcome.detached_path, None);
-        assert!(lock.join("info").exists() && lock.join("sub/deep").exists());
-        assert!(root.join("f.lock.removing").is_dir());
-        std::fs::remove_dir_all(root).unwrap();
+    fn exact_removal_ignores_whatever_squats_the_old_fixed_quarantine_name() {
+        for squat in ["dir", "file", "symlink"] {
+            let root = tempdir("squatter");
+            let lock = lock_tree(&root);
+            let snapshot = snapshot_tree(&lock).unwrap();
+            let squatter = root.join("f.lock.removing");
+            match squat {
+                "dir" => {
+                    std::fs::create_dir(&squatter).unwrap();
+                    std::fs::write(squatter.join("notes.txt"), b"mine").unwrap();
+                }
+                "file" => std::fs::write(&squatter, b"mine").unwrap(),
+                _ => std::os::unix::fs::symlink("/etc", &squatter).unwrap(),
+            }
+            assert_eq!(
+                exact_remove_tree(&lock, &snapshot),
+                ExactUnlinkOutcome::removed()
+            );
+            assert_eq!(
+                crate::testutil::listing(&root),
+                ["f.lock.removing"],
+                "{squat}"
+            );
+            std::fs::remove_dir_all(root).unwrap();
+        }
+    }
+
+    #[test]
+    fn quarantine_names_are_unique_per_use() {
+        let name = OsStr::new("f.lock");
+        let (first, second) = (quarantine_name(name), quarantine_name(name));
+        assert_ne!(first, second);
+        assert_eq!(
+            fsx::parse_tagged_name(&first, QUARANTINE_TAG),
+            Some((name, std::process::id()))
+        );
     }
 
     #[test]

@@ -10,6 +10,15 @@
 //!
 //! Waiters of one process for one lock queue in FIFO order in memory; only
 //! the head contends on disk.
+//!
+//! Threads. An attempt's syscalls run on a blocking thread of the runtime,
+//! one attempt at a time per acquisition ([`off_thread`]); the runtime's
+//! worker thread only waits (kernel events, timers, the queue, the
+//! caller's abort). A filesystem that stalls a syscall stalls that one
+//! attempt, never another lock's hand-off, and the caller is answered on
+//! abort or when the budget is spent even while the attempt is stuck; the
+//! stuck attempt cleans up after itself when it returns (a lock it won then
+//! is given straight back: see [`Claim`]).
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -20,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::Mode;
 use rustix::io::Errno;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
@@ -38,9 +47,9 @@ use crate::lock::record::OwnerRecord;
 use crate::lock::release;
 use crate::lock::report::{Holder, describe, describe_record};
 use crate::lock::table::{self, Generation, LockKey, Ticket};
-use crate::lock::verdict::{HostPolicy, Liveness, judge, judge_record};
+use crate::lock::verdict::{HostPolicy, Liveness, Observer, judge, judge_record};
 use crate::sys::errno::{errno_code, errno_text};
-use crate::sys::process;
+use crate::sys::incarnation::{self, ThisProcess};
 use crate::sys::wait::{self, Cancel, HolderExit, Subscription};
 
 /// A test seam awaited between parent creation and publication in each
@@ -71,6 +80,12 @@ pub enum AcquireError {
         attempts: u32,
         holder: Box<Holder>,
     },
+    /// The budget ran out while the filesystem had not answered an attempt
+    /// that had not yet seen any holder.
+    Stalled {
+        lock_path: PathBuf,
+        attempts: u32,
+    },
     Aborted,
     /// The test hook failed; its message.
     Hook(String),
@@ -81,6 +96,46 @@ pub enum AcquireError {
         message: String,
     },
 }
+
+/// A lock this process has just won, not yet handed to anyone who will
+/// release it. Whoever takes it ([`Claim::take`]) owns the release; if it
+/// is dropped instead — the acquisition was given up, or its JavaScript
+/// environment went away while the attempt ran — the lock is given back at
+/// once, so no published lock is ever left without an owner that can
+/// release it.
+pub struct Claim(Option<Arc<Generation>>);
+
+impl Claim {
+    pub fn new(generation: Arc<Generation>) -> Self {
+        Claim(Some(generation))
+    }
+
+    /// Takes ownership of the release.
+    pub fn take(mut self) -> Arc<Generation> {
+        self.0.take().expect("claimed until taken")
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let Some(generation) = self.0.take() else {
+            return;
+        };
+        let id = generation.id;
+        drop(generation);
+        // Releasing makes syscalls: never on the runtime's worker thread.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(move || release::give_back(id));
+            }
+            Err(_) => release::give_back(id),
+        }
+    }
+}
+
+/// The least time an attempt may take past the deadline before the caller
+/// is answered without it.
+const STEP_GRACE: Duration = Duration::from_millis(50);
 
 /// At most this many attempts in a row skip the wait (after a reclaim, or a
 /// lock that vanished); then the waiter sleeps, so a hostile filesystem that
@@ -110,13 +165,26 @@ pub fn now_ns() -> i128 {
         .unwrap_or(0)
 }
 
-/// What judging the holder of a contended lock concluded.
-enum Judged {
+/// What one attempt concluded.
+enum Step {
+    /// The lock is ours.
+    Won(Claim),
+    /// Another acquisition of this process is ahead in the queue.
+    NotHead,
     /// Look again at once (the lock vanished, or was reclaimed).
     Retry,
-    /// A stale lock was replaced by ours.
+    /// Held by someone we must wait for (`None`: not known after a run of
+    /// retries); the holder's pidfd when it is a local live process.
+    Held {
+        holder: Option<Holder>,
+        exit: Option<AsyncFd<OwnedFd>>,
+    },
+}
+
+/// What judging the holder of a contended lock concluded.
+enum Judged {
+    Retry,
     Won(Published),
-    /// Held by someone we must wait for.
     Held(Holder),
 }
 
@@ -129,35 +197,63 @@ impl Drop for QueuePlace {
     }
 }
 
-/// The state one acquisition carries across attempts.
-struct Attempts<'a> {
-    options: &'a AcquireOptions,
+/// The state one acquisition carries across attempts. It moves to a
+/// blocking thread for each attempt and back.
+struct Attempts {
+    options: Arc<AcquireOptions>,
+    this: &'static ThisProcess,
     lock_path: PathBuf,
     parent_path: PathBuf,
     lock_name: OsString,
     owner_token: String,
     wake: Arc<Notify>,
     deadline: Instant,
-    count: u32,
     place: Option<QueuePlace>,
     /// Held until this acquisition has a place in its queue.
     arrival: Option<table::Arrival>,
     subscription: Option<Subscription>,
     /// Our record, staged while waiting (see [`Staged`]).
     staged: Option<Staged>,
-    reaped_staging: bool,
+    /// Whether this acquisition already looked for dead waiters' debris.
+    reaped_while_contended: bool,
 }
 
 /// Acquires the lock for `options.file_path`. `arrival` was taken when the
 /// caller asked; it is let go once this acquisition has its queue place.
 pub async fn acquire(
-    options: AcquireOptions,
+    options: Arc<AcquireOptions>,
     arrival: table::Arrival,
-) -> Result<Arc<Generation>, AcquireError> {
-    let mut attempts = Attempts::new(&options)?;
+) -> Result<Claim, AcquireError> {
+    let mut attempts = Attempts::new(options)?;
     attempts.arrival = Some(arrival);
-    options.cancel.attach(attempts.wake.clone());
-    attempts.run().await
+    let mut driver = Driver {
+        options: attempts.options.clone(),
+        lock_path: attempts.lock_path.clone(),
+        wake: attempts.wake.clone(),
+        deadline: attempts.deadline,
+        count: 0,
+        last_holder: None,
+    };
+    match driver.run(attempts).await {
+        Ok((attempts, claim)) => {
+            dispose(attempts);
+            Ok(claim)
+        }
+        Err((attempts, error)) => {
+            if let Some(attempts) = attempts {
+                dispose(attempts);
+            }
+            Err(error)
+        }
+    }
+}
+
+/// Drops what an acquisition leaves (a staged record to remove) on a
+/// blocking thread.
+fn dispose(attempts: Attempts) {
+    if attempts.staged.is_some() {
+        tokio::task::spawn_blocking(move || drop(attempts));
+    }
 }
 
 /// One attempt made on the caller's thread, for the uncontended case: make
@@ -166,16 +262,19 @@ pub async fn acquire(
 /// runs no hook, so it is a bounded handful of syscalls. `Ok(None)` means
 /// the lock is not free now: [`acquire`] takes over and makes the attempt
 /// whole (this one only looked), so the attempt count is unchanged.
-pub fn acquire_first_attempt(
-    options: &AcquireOptions,
-) -> Result<Option<Arc<Generation>>, AcquireError> {
+pub fn acquire_first_attempt(options: Arc<AcquireOptions>) -> Result<Option<Claim>, AcquireError> {
     let mut attempts = Attempts::new(options)?;
-    attempts.make_parent()?;
-    let parent = attempts.open_parent()?;
+    let parent = attempts.make_parent()?;
     let key = attempts.key_of(parent.as_fd())?;
     if !table::nobody_waits_for(&key) {
         return Ok(None);
     }
+    debris::reap_once(
+        parent.as_fd(),
+        &key,
+        &attempts.lock_name,
+        &attempts.options.policy,
+    );
     release::retry_pending(&key);
     let record = attempts.record();
     match attempts.try_publish(parent.as_fd(), &record) {
@@ -187,104 +286,275 @@ pub fn acquire_first_attempt(
     }
 }
 
-impl<'a> Attempts<'a> {
-    fn new(options: &'a AcquireOptions) -> Result<Self, AcquireError> {
+/// The async side of one acquisition: runs each attempt off the thread,
+/// waits between them, and answers the caller.
+struct Driver {
+    options: Arc<AcquireOptions>,
+    lock_path: PathBuf,
+    wake: Arc<Notify>,
+    deadline: Instant,
+    count: u32,
+    last_holder: Option<Holder>,
+}
+
+/// An acquisition's end: the lock, or why not (with the state, unless an
+/// abandoned attempt still has it).
+type Ended = Result<(Attempts, Claim), (Option<Attempts>, AcquireError)>;
+
+impl Driver {
+    async fn run(&mut self, mut attempts: Attempts) -> Ended {
+        let mut immediate = 0u32;
+        loop {
+            if self.options.cancel.is_cancelled() {
+                return Err((Some(attempts), AcquireError::Aborted));
+            }
+            self.count += 1;
+            if let Some(hook) = self.options.after_parent_mkdir.clone() {
+                attempts = self
+                    .off_thread(attempts, Attempts::make_parent_step)
+                    .await?;
+                if let Err(message) = hook(self.lock_path.to_string_lossy().into_owned()).await {
+                    return Err((Some(attempts), AcquireError::Hook(message)));
+                }
+                if self.options.cancel.is_cancelled() {
+                    return Err((Some(attempts), AcquireError::Aborted));
+                }
+            }
+            let (back, step) = self.off_thread_with(attempts, Attempts::attempt).await?;
+            attempts = back;
+            let step = match step {
+                Ok(step) => step,
+                Err(error) => return Err((Some(attempts), error)),
+            };
+            match step {
+                Step::Won(claim) => return Ok((attempts, claim)),
+                Step::Retry if immediate < MAX_IMMEDIATE_RETRIES => {
+                    immediate += 1;
+                }
+                Step::NotHead => {
+                    // Another acquisition in this process is ahead: wait for
+                    // the hand-over without touching the disk.
+                    if let Err(error) = self.wait_for_turn().await {
+                        return Err((Some(attempts), error));
+                    }
+                }
+                Step::Retry => attempts = self.wait_or_give_up(attempts, None, None).await?,
+                Step::Held { holder, exit } => {
+                    immediate = 0;
+                    attempts = self.wait_or_give_up(attempts, holder, exit).await?;
+                }
+            }
+        }
+    }
+
+    /// Runs `step` with the state on a blocking thread and takes both back.
+    /// If the caller aborts or the budget runs out first, the caller is
+    /// answered now and the step is abandoned: it runs to its end on its
+    /// own thread, where its state is dropped (a staged record removed, a
+    /// won lock given back through its [`Claim`]).
+    async fn off_thread_with<T: Send + 'static>(
+        &mut self,
+        mut attempts: Attempts,
+        step: fn(&mut Attempts) -> T,
+    ) -> Result<(Attempts, T), (Option<Attempts>, AcquireError)> {
+        let mut task = tokio::task::spawn_blocking(move || {
+            let out = step(&mut attempts);
+            (attempts, out)
+        });
+        let cancel = self.options.cancel.clone();
+        // A step may run past the deadline by one retry delay (at least
+        // STEP_GRACE): a healthy filesystem answers in microseconds, so
+        // only a stuck one is given up on.
+        let give_up = self.deadline.max(Instant::now()) + self.options.retry_delay.max(STEP_GRACE);
+        tokio::select! {
+            biased;
+            joined = &mut task => joined.map_err(|_| (None, self.internal_error())),
+            _ = cancel.cancelled() => Err((None, AcquireError::Aborted)),
+            _ = tokio::time::sleep_until(give_up.into()) => Err((None, self.budget_spent())),
+        }
+    }
+
+    async fn off_thread(
+        &mut self,
+        attempts: Attempts,
+        step: fn(&mut Attempts) -> Result<(), AcquireError>,
+    ) -> Result<Attempts, (Option<Attempts>, AcquireError)> {
+        match self.off_thread_with(attempts, step).await? {
+            (attempts, Ok(())) => Ok(attempts),
+            (attempts, Err(error)) => Err((Some(attempts), error)),
+        }
+    }
+
+    /// Gives up when the budget is spent (describing `holder`, or the
+    /// holder as observed now), else waits for a change.
+    async fn wait_or_give_up(
+        &mut self,
+        attempts: Attempts,
+        holder: Option<Holder>,
+        exit: Option<AsyncFd<OwnedFd>>,
+    ) -> Result<Attempts, (Option<Attempts>, AcquireError)> {
+        if holder.is_some() {
+            self.last_holder = holder;
+        }
+        if Instant::now() < self.deadline {
+            let delay = self
+                .options
+                .retry_delay
+                .min(self.deadline.saturating_duration_since(Instant::now()));
+            wait::until_change(&self.wake, exit.as_ref(), &self.options.cancel, delay).await;
+            return Ok(attempts);
+        }
+        if self.last_holder.is_none() {
+            let (attempts, holder) = self.describe_now(attempts).await?;
+            self.last_holder = Some(holder);
+            return Err((Some(attempts), self.budget_spent()));
+        }
+        Err((Some(attempts), self.budget_spent()))
+    }
+
+    /// Waits, without polling, until this waiter reaches the head of its
+    /// queue (the waiter ahead notifies it) or its budget is spent.
+    async fn wait_for_turn(&mut self) -> Result<(), AcquireError> {
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(self.budget_spent());
+        }
+        wait::until_change(&self.wake, None, &self.options.cancel, remaining).await;
+        Ok(())
+    }
+
+    /// The holder as observed now, off the thread.
+    async fn describe_now(
+        &mut self,
+        attempts: Attempts,
+    ) -> Result<(Attempts, Holder), (Option<Attempts>, AcquireError)> {
+        // The budget is spent: give the look one more retry delay.
+        self.deadline = Instant::now() + self.options.retry_delay;
+        self.off_thread_with(attempts, Attempts::holder_now_step)
+            .await
+    }
+
+    /// The error for a spent budget: the holder as last seen, or a
+    /// filesystem that never answered.
+    fn budget_spent(&self) -> AcquireError {
+        match &self.last_holder {
+            Some(holder) => AcquireError::Timeout {
+                lock_path: self.lock_path.clone(),
+                attempts: self.count,
+                holder: Box::new(holder.clone()),
+            },
+            None => AcquireError::Stalled {
+                lock_path: self.lock_path.clone(),
+                attempts: self.count,
+            },
+        }
+    }
+
+    fn internal_error(&self) -> AcquireError {
+        AcquireError::Io {
+            lock_path: self.lock_path.clone(),
+            code: "EIO",
+            message: format!(
+                "Failed to acquire file lock at {}: an attempt ended unexpectedly (internal error).",
+                self.lock_path.display()
+            ),
+        }
+    }
+}
+
+impl Attempts {
+    fn new(options: Arc<AcquireOptions>) -> Result<Self, AcquireError> {
         let lock_path = lock_path_of(&options.file_path);
         let (parent_path, lock_name) = fsx::split_final(&lock_path)
             .map_err(|errno| io_error(&lock_path, errno, "the lock path has no final name"))?;
+        let this = incarnation::this_process().map_err(|_| proc_missing(&lock_path))?;
         let budget = Duration::from_secs_f64(
             (options.retries * options.retry_delay.as_secs_f64()).clamp(0.0, 1e9),
         );
         Ok(Attempts {
             options,
+            this,
             lock_path,
             parent_path,
             lock_name,
             owner_token: uuid::Uuid::new_v4().hyphenated().to_string(),
             wake: Arc::new(Notify::new()),
             deadline: Instant::now() + budget,
-            count: 0,
             place: None,
             arrival: None,
             subscription: None,
             staged: None,
-            reaped_staging: false,
+            reaped_while_contended: false,
         })
     }
-}
 
-impl Attempts<'_> {
-    async fn run(&mut self) -> Result<Arc<Generation>, AcquireError> {
-        let mut immediate = 0u32;
-        loop {
-            self.check_cancel()?;
-            self.count += 1;
-            let parent = self.prepare_parent().await?;
-            let key = self.key_of(parent.as_fd())?;
-            self.join_queue(&key);
-            if !table::is_head(&self.place.as_ref().expect("joined").0) {
-                // Another acquisition in this process is ahead: wait for the
-                // hand-over without touching the disk.
-                self.wait_for_turn(parent.as_fd()).await?;
-                continue;
+    /// One whole attempt (see the module docs); on a blocking thread.
+    fn attempt(&mut self) -> Result<Step, AcquireError> {
+        crate::sys::faults::pause("attempt", &self.lock_name);
+        let parent = self.make_parent()?;
+        let key = self.key_of(parent.as_fd())?;
+        debris::reap_once(parent.as_fd(), &key, &self.lock_name, &self.options.policy);
+        self.join_queue(&key);
+        if !table::is_head(&self.place.as_ref().expect("joined").0) {
+            return Ok(Step::NotHead);
+        }
+        release::retry_pending(&key);
+        let record = self.record();
+        match self.try_publish(parent.as_fd(), &record) {
+            Ok(Some(published)) => return Ok(Step::Won(self.held(key, parent, published, record))),
+            Ok(None) => {}
+            // The parent vanished between creating it and publishing.
+            Err(PublishError::Os(Errno::NOENT)) => return Ok(Step::Retry),
+            Err(error) => return Err(self.publish_error(error)),
+        }
+        let holder = match self.judge_holder(parent.as_fd(), &record)? {
+            Judged::Won(published) => {
+                return Ok(Step::Won(self.held(key, parent, published, record)));
             }
-            release::retry_pending(&key);
-            let record = self.record();
-            match self.try_publish(parent.as_fd(), &record) {
-                Ok(Some(published)) => return Ok(self.held(key, parent, published, record)),
-                Ok(None) => {}
-                // The parent vanished between creating it and publishing.
-                Err(PublishError::Os(Errno::NOENT)) if immediate < MAX_IMMEDIATE_RETRIES => {
-                    immediate += 1;
-                    continue;
-                }
-                Err(error) => return Err(self.publish_error(error)),
-            }
-            let holder = match self.judge_holder(parent.as_fd(), &record)? {
-                Judged::Won(published) => return Ok(self.held(key, parent, published, record)),
-                Judged::Retry if immediate < MAX_IMMEDIATE_RETRIES => {
-                    immediate += 1;
-                    continue;
-                }
-                Judged::Retry => None,
-                Judged::Held(holder) => Some(holder),
-            };
-            let exit = match holder.as_ref().map(|h| self.holder_exit(h)) {
-                Some(HolderExit::AlreadyGone) if immediate < MAX_IMMEDIATE_RETRIES => {
-                    // The holder died between the probe and the pidfd.
-                    immediate += 1;
-                    continue;
-                }
-                Some(HolderExit::Watch(fd)) => Some(fd),
-                _ => None,
-            };
-            immediate = 0;
-            self.stage_for_wake(parent.as_fd())?;
-            self.wait_or_give_up(parent.as_fd(), exit, holder).await?;
+            Judged::Retry => return Ok(Step::Retry),
+            Judged::Held(holder) => holder,
+        };
+        let exit = match self.holder_exit(&holder) {
+            // The holder died between the probe and the pidfd.
+            HolderExit::AlreadyGone => return Ok(Step::Retry),
+            HolderExit::Watch(fd) => Some(fd),
+            HolderExit::Unwatched => None,
+        };
+        self.stage_for_wake(parent.as_fd())?;
+        Ok(Step::Held {
+            holder: Some(holder),
+            exit,
+        })
+    }
+
+    /// Creates missing parents for the next attempt (when a hook must run
+    /// between that and publication).
+    fn make_parent_step(&mut self) -> Result<(), AcquireError> {
+        self.make_parent()?;
+        Ok(())
+    }
+
+    fn holder_now_step(&mut self) -> Holder {
+        match fsx::open_anchor(&self.parent_path) {
+            Ok(parent) => self.holder_now(parent.as_fd()),
+            Err(errno) => Holder::unreadable(errno_code(errno)),
         }
     }
 
     /// Records a publication as this process's held generation.
-    fn held(
-        &self,
-        key: LockKey,
-        parent: OwnedFd,
-        published: Published,
-        record: Vec<u8>,
-    ) -> Arc<Generation> {
-        let parent_path = key.parent().map(Path::to_path_buf).unwrap_or_default();
-        table::insert_held(Generation {
+    fn held(&self, key: LockKey, parent: OwnedFd, published: Published, record: Vec<u8>) -> Claim {
+        Claim::new(table::insert_held(Generation {
             id: table::next_id(),
             key,
+            lock_path: self.lock_path.clone(),
             parent,
-            parent_path,
+            parent_path: self.parent_path.clone(),
             lock_name: self.lock_name.clone(),
             root: published.root,
             published: published.tree,
             record_bytes: record,
             owner_token: self.owner_token.clone(),
-            policy: self.options.policy.clone(),
-        })
+        }))
     }
 
     fn publish_error(&self, error: PublishError) -> AcquireError {
@@ -301,54 +571,25 @@ impl Attempts<'_> {
         }
     }
 
-    fn check_cancel(&self) -> Result<(), AcquireError> {
-        if self.options.cancel.is_cancelled() {
-            Err(AcquireError::Aborted)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Creates missing parents, runs the test hook, and opens the parent.
-    async fn prepare_parent(&self) -> Result<OwnedFd, AcquireError> {
-        self.make_parent()?;
-        if let Some(hook) = &self.options.after_parent_mkdir {
-            hook(self.lock_path.to_string_lossy().into_owned())
-                .await
-                .map_err(AcquireError::Hook)?;
-            self.check_cancel()?;
-        }
-        self.open_parent()
-    }
-
-    fn make_parent(&self) -> Result<(), AcquireError> {
-        fsx::create_dir_all(&self.parent_path, Mode::from_raw_mode(0o700))
+    /// Opens the parent directory, creating it (and its missing ancestors)
+    /// first, through descriptors only (see [`fsx::open_or_create_dir`]).
+    /// Symlinks in the existing part of the path are followed on purpose:
+    /// aliased paths name the same lock, keyed by the directory itself.
+    fn make_parent(&mut self) -> Result<OwnedFd, AcquireError> {
+        fsx::open_or_create_dir(&self.parent_path, Mode::from_raw_mode(0o700))
             .map_err(|errno| self.io(errno, "cannot create the lock's parent directory"))
     }
 
-    fn open_parent(&self) -> Result<OwnedFd, AcquireError> {
-        // Symlinks in the parent path are followed on purpose: aliased
-        // paths name the same lock. Everything below the parent is
-        // resolved relative to this descriptor, no-follow.
-        rustix::fs::open(
-            &self.parent_path,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|errno| self.io(errno, "cannot open the lock's parent directory"))
-    }
-
-    /// The lock's canonical key: the parent as the kernel names it now.
+    /// The lock's canonical key: the parent's identity and the lock name.
     fn key_of(&self, parent: BorrowedFd<'_>) -> Result<LockKey, AcquireError> {
-        Ok(fsx::fd_path(parent)
-            .map_err(|errno| self.io(errno, "cannot resolve the lock's parent directory"))?
-            .join(&self.lock_name))
+        LockKey::of(parent, &self.lock_name)
+            .map_err(|errno| self.io(errno, "cannot read the lock's parent directory"))
     }
 
     /// The record this attempt would publish, stamped now.
     fn record(&self) -> Vec<u8> {
         OwnerRecord::for_this_process(
-            process::current_start_time(),
+            self.this,
             now_ms(),
             self.owner_token.clone(),
             self.options.policy.owner_host_id.clone(),
@@ -405,6 +646,8 @@ impl Attempts<'_> {
         Ok(())
     }
 
+    /// Takes this acquisition's place in the queue of `key`; a new key (the
+    /// parent directory was replaced) means a new queue and a new watch.
     fn join_queue(&mut self, key: &LockKey) {
         let same = self.place.as_ref().is_some_and(|place| place.0.key == *key);
         if !same {
@@ -441,7 +684,7 @@ impl Attempts<'_> {
             &self.options.policy,
             self.options.stale_ms,
             now_ns(),
-            process::probe,
+            &Observer::local(),
         );
         match &observation {
             Observation::Missing => return Ok(Judged::Retry),
@@ -450,7 +693,7 @@ impl Attempts<'_> {
             }
             _ => {}
         }
-        self.reap_staging_once(parent);
+        self.reap_while_contended(parent);
         Ok(Judged::Held(describe(
             &observation,
             verdict,
@@ -463,20 +706,26 @@ impl Attempts<'_> {
     /// observed in full, identity first, before a verdict may act on it.
     fn holder_at_a_glance(&mut self, parent: BorrowedFd<'_>) -> Option<Holder> {
         let record = glance_record(parent, &self.lock_name)?;
-        let verdict = judge_record(&record, &self.options.policy, process::probe);
+        let verdict = judge_record(&record, &self.options.policy, &Observer::local());
         if verdict.stale {
             return None;
         }
-        self.reap_staging_once(parent);
+        self.reap_while_contended(parent);
         Some(describe_record(record, verdict, &self.options.policy))
     }
 
-    /// Staging dirs of dead acquirers are reaped by the first contended
-    /// attempt of each acquisition.
-    fn reap_staging_once(&mut self, parent: BorrowedFd<'_>) {
-        if !self.reaped_staging {
-            self.reaped_staging = true;
-            debris::reap_staging_of(parent, Some(&self.lock_name));
+    /// Waiters that were killed while this one waits leave their staged
+    /// records: the first contended attempt of each acquisition looks.
+    fn reap_while_contended(&mut self, parent: BorrowedFd<'_>) {
+        if !self.reaped_while_contended {
+            self.reaped_while_contended = true;
+            let _ = debris::reap(
+                parent,
+                Some(&self.lock_name),
+                &self.options.policy,
+                true,
+                debris::MAX_CANDIDATES,
+            );
         }
     }
 
@@ -505,14 +754,17 @@ impl Attempts<'_> {
         match publish_over(parent, &self.lock_name, record, judged) {
             Ok(Takeover::Published(published)) => return Ok(Judged::Won(published)),
             Ok(Takeover::NotJudged) | Ok(Takeover::Vanished) => return Ok(Judged::Retry),
+            Ok(Takeover::Undeletable(code)) => {
+                return Ok(Judged::Held(self.holder_now(parent).unremovable(code)));
+            }
             Ok(Takeover::Unsupported) => {}
             Err(error) => return Err(self.publish_error(error)),
         }
-        // No exchange on this filesystem: remove the judged tree in place,
-        // through a descriptor of it, never by moving the name away (a
-        // detach could grab a successor that reused the judged inode
-        // number). The name goes only by `rmdir` of the emptied judged
-        // directory, which cannot remove a non-empty successor.
+        // No exchange here: remove the judged tree in place, through a
+        // descriptor of it, never by moving the name away (a detach could
+        // grab a successor that reused the judged inode number). The name
+        // goes only by `rmdir` of the emptied judged directory, which
+        // cannot remove a non-empty successor.
         let outcome = tree::remove_tree_in_place_at(parent, &self.lock_name, judged);
         drop(guard);
         let retry = outcome.ok
@@ -523,7 +775,8 @@ impl Attempts<'_> {
         Ok(if retry {
             Judged::Retry
         } else {
-            Judged::Held(self.holder_now(parent))
+            let code = outcome.code.unwrap_or("io_error");
+            Judged::Held(self.holder_now(parent).unremovable(code))
         })
     }
 
@@ -535,7 +788,7 @@ impl Attempts<'_> {
             &self.options.policy,
             self.options.stale_ms,
             now_ns(),
-            process::probe,
+            &Observer::local(),
         );
         describe(&observation, verdict, &self.options.policy)
     }
@@ -548,47 +801,6 @@ impl Attempts<'_> {
             // Our own process: the in-process queue and inotify wake us.
             Some(pid) if live_local && pid != std::process::id() => wait::holder_exit(pid),
             _ => HolderExit::Unwatched,
-        }
-    }
-
-    /// Gives up when the budget is spent (describing `holder`, or the
-    /// holder as observed now), else waits for a change.
-    async fn wait_or_give_up(
-        &self,
-        parent: BorrowedFd<'_>,
-        exit: Option<AsyncFd<OwnedFd>>,
-        holder: Option<Holder>,
-    ) -> Result<(), AcquireError> {
-        if Instant::now() < self.deadline {
-            return self.sleep(exit).await;
-        }
-        let holder = holder.unwrap_or_else(|| self.holder_now(parent));
-        Err(self.timeout(holder))
-    }
-
-    /// Waits, without polling, until this waiter reaches the head of its
-    /// queue (the waiter ahead notifies it) or its budget is spent.
-    async fn wait_for_turn(&self, parent: BorrowedFd<'_>) -> Result<(), AcquireError> {
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(self.timeout(self.holder_now(parent)));
-        }
-        wait::until_change(&self.wake, None, remaining).await;
-        self.check_cancel()
-    }
-
-    async fn sleep(&self, exit: Option<AsyncFd<OwnedFd>>) -> Result<(), AcquireError> {
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let delay = self.options.retry_delay.min(remaining);
-        wait::until_change(&self.wake, exit.as_ref(), delay).await;
-        self.check_cancel()
-    }
-
-    fn timeout(&self, holder: Holder) -> AcquireError {
-        AcquireError::Timeout {
-            lock_path: self.lock_path.clone(),
-            attempts: self.count,
-            holder: Box::new(holder),
         }
     }
 
@@ -605,6 +817,22 @@ fn io_error(lock_path: &Path, errno: Errno, what: &str) -> AcquireError {
             "Failed to acquire file lock at {}: {what}: {}.",
             lock_path.display(),
             errno_text(errno)
+        ),
+    }
+}
+
+/// `/proc` is not mounted: no owner could be judged (see
+/// [`incarnation::this_process`]).
+fn proc_missing(lock_path: &Path) -> AcquireError {
+    AcquireError::Io {
+        lock_path: lock_path.to_path_buf(),
+        code: "ENOPROC",
+        message: format!(
+            "Failed to acquire file lock at {}: /proc is not mounted. exactlock needs the Linux \
+             procfs at /proc to tell a lock owner's start and pid namespace, without which no \
+             crashed owner could ever be proven dead; mount it (mount -t proc proc /proc) and \
+             retry.",
+            lock_path.display()
         ),
     }
 }

@@ -1,130 +1,564 @@
-//! Debris a crashed process can leave beside a lock, and its removal.
+//! Debris a killed process can leave beside a lock, and its removal on
+//! proof.
 //!
-//! Two kinds exist. A staging directory `<lock>.pending.<pid>.<uuid>` whose
-//! creator was killed between `mkdir` and publication; and a detached tree
-//! `<lock>.removing` whose remover was killed between detaching a verified
-//! lock and deleting it. Each is removed only on proof: the staging pid is
-//! gone, or the detached tree's owner is gone (or it is already empty, the
-//! state a remover leaves after deleting `info`). A live process's debris is
-//! its own business and is left alone.
+//! A name only nominates a candidate; it never authorizes a removal. Three
+//! names are looked at, each beside a lock `<lock>`:
+//! - staging `<lock>.pending.<pid>.<uuid>`: a publisher or waiter killed
+//!   before its rename (holding its own record, or nothing yet), or a
+//!   reclaimer killed inside its exchange (holding the judged dead tree);
+//! - quarantine `<lock>.removing.<pid>.<uuid>`: a remover killed between
+//!   detaching a verified tree and deleting it (the tree, or its emptied
+//!   root);
+//! - the old fixed `<lock>.removing` of earlier versions and of the
+//!   original module.
+//!
+//! A candidate is removed only when its content proves it is a lock's and
+//! its owner is proven gone: exactly one regular file `info` holding a valid
+//! record whose owner is dead (the record's pid is authoritative over the
+//! name's), or an empty directory whose name's pid is dead. And only while
+//! nobody works on it: removers and reclaimers hold a `flock` on the tree
+//! they act on, and a candidate whose `flock` is taken is left to them.
+//! The removal is identity-bound (the snapshot taken before the verdict).
+//! Anything else — a user's directory, a symlink, a file, a malformed
+//! record, a live or unknown owner, another host's record — is kept, and
+//! the decision says why.
 
-use std::ffi::OsStr;
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::{Mutex, OnceLock};
 
-use rustix::fd::{AsFd, BorrowedFd};
-use rustix::fs::{Dir, OFlags};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{Dir, FileType, FlockOperation, Mode, OFlags};
+use rustix::io::Errno;
 
 use crate::fs::fsx;
-use crate::fs::tree;
+use crate::fs::tree::{self, QUARANTINE_TAG, TreeSnapshot};
+use crate::lock::identity::{info_entry, is_empty_dir};
 use crate::lock::observe::{Observation, Owner, observe};
-use crate::lock::publish::staging_pid;
-use crate::lock::verdict::{HostPolicy, liveness_of};
-use crate::sys::process::{self, Probe};
+use crate::lock::publish::STAGING_TAG;
+use crate::lock::table::LockKey;
+use crate::lock::verdict::{HostPolicy, Liveness, Observer, liveness_of};
 
-/// The name a remover parks a verified tree under before deleting it.
-pub fn removing_name(lock_name: &OsStr) -> std::ffi::OsString {
-    fsx::with_suffix(lock_name, ".removing")
+/// The old fixed quarantine suffix (`<lock>.removing`).
+const LEGACY_QUARANTINE_SUFFIX: &[u8] = b".removing";
+
+/// At most this many candidates are examined per scan of one lock, so a
+/// directory full of debris cannot stall an acquisition; the next scan
+/// (another process, or `exactlock gc`) picks up the rest.
+pub const MAX_CANDIDATES: usize = 64;
+
+/// What a candidate's name says it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Staging,
+    Quarantine,
+    LegacyQuarantine,
 }
 
-/// At most this many staging candidates are examined per call, so a
-/// directory full of debris cannot stall an acquisition.
-const MAX_STAGING_CANDIDATES: usize = 64;
-
-/// Removes `<lock>.removing` if it is provably abandoned. Returns whether
-/// the name is free afterwards.
-pub fn reap_removing(parent: BorrowedFd<'_>, lock_name: &OsStr, policy: &HostPolicy) -> bool {
-    let name = removing_name(lock_name);
-    let observation = match observe(parent, &name) {
-        Ok(observation) => observation,
-        Err(_) => return false,
-    };
-    let abandoned = match &observation {
-        Observation::Missing => return true,
-        // Only a remover ever creates this name, after verifying what it
-        // detached; so what stands here is garbage, with one exception: a
-        // remover that detached a live successor by mistake and is about
-        // to put it back. That tree holds a valid record of a live (or
-        // unprovable) owner, and only that is kept. An empty directory, or
-        // one whose `info` is empty or partial, is the residue of a remover
-        // that was killed mid-deletion (or of the original module's scrub).
-        Observation::Lock { owner, .. } => match owner {
-            Owner::Valid { record, .. } => {
-                !policy.is_foreign(record.owner_host_id.as_deref())
-                    && liveness_of(record, process::probe).proves_gone()
-            }
-            Owner::NoRecord { .. } | Owner::Malformed | Owner::Unrecognized => true,
-        },
-        Observation::Refused { .. } | Observation::Transient { .. } => false,
-    };
-    if !abandoned {
-        return false;
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Staging => "staging",
+            Kind::Quarantine => "quarantine",
+            Kind::LegacyQuarantine => "legacy_quarantine",
+        }
     }
-    let Observation::Lock { snapshot, .. } = observation else {
-        return false;
-    };
-    tree::remove_tree_in_place_at(parent, &name, &snapshot).ok
 }
 
-/// Removes staging directories (of `lock_name`, or of any lock when `None`)
-/// whose creating process is gone. Never touches a symlink or anything not
-/// named like our staging.
-pub fn reap_staging_of(parent: BorrowedFd<'_>, lock_name: Option<&OsStr>) -> usize {
-    let Ok(listing) = rustix::fs::openat(
+/// The owner's state as a decision reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Alive,
+    Dead,
+    Unknown,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Alive => "alive",
+            Status::Dead => "dead",
+            Status::Unknown => "unknown",
+        }
+    }
+}
+
+/// What was decided about one candidate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub name: OsString,
+    pub kind: Kind,
+    /// The owner judged: the record's pid, or the name's for an empty dir.
+    pub pid: Option<u32>,
+    pub status: Status,
+    pub removed: bool,
+    /// Why, in the vocabulary of upstream 0.17's staging reaper where it
+    /// has a word: `unverified_staging_directory`, `enoent_already_gone`,
+    /// `host_qualified_staging_owner`, `in_process_staging_owner`,
+    /// `file_lock_staging_owner_{alive,dead,unknown}`, `busy`, or the
+    /// removal's outcome (`removed`, `owner_changed`, `cleanup_failed`).
+    pub reason: &'static str,
+    /// The root's identity as examined, to bind a later removal to it.
+    pub root: Option<RootId>,
+}
+
+/// A directory's identity for binding a verdict given in another call:
+/// dev and inode, and its ctime, so that a directory recreated under the
+/// same name with a recycled inode number is not taken for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RootId {
+    pub dev: u64,
+    pub ino: u64,
+    pub ctime_ns: i128,
+}
+
+impl RootId {
+    fn of(snapshot: &TreeSnapshot) -> Option<Self> {
+        let root = snapshot.entries.first()?;
+        Some(RootId {
+            dev: snapshot.root_dev,
+            ino: snapshot.root_ino,
+            ctime_ns: root.ctime_ns,
+        })
+    }
+}
+
+/// The lock a candidate name belongs to, and its kind and pid.
+pub fn classify_name(name: &OsStr) -> Option<(&OsStr, Kind, Option<u32>)> {
+    if let Some((lock, pid)) = fsx::parse_tagged_name(name, STAGING_TAG) {
+        return Some((lock, Kind::Staging, Some(pid)));
+    }
+    if let Some((lock, pid)) = fsx::parse_tagged_name(name, QUARANTINE_TAG) {
+        return Some((lock, Kind::Quarantine, Some(pid)));
+    }
+    let lock = name.as_bytes().strip_suffix(LEGACY_QUARANTINE_SUFFIX)?;
+    (!lock.is_empty()).then(|| (OsStr::from_bytes(lock), Kind::LegacyQuarantine, None))
+}
+
+/// How a decision may treat the owner: the default asks the kernel; a
+/// caller (upstream's `inspectFileLockStagingDir(path, probe)`) may answer
+/// for it instead, bound to the root it was shown.
+pub enum Judge {
+    Kernel,
+    Given { status: Status, root: RootId },
+}
+
+/// Examines the candidate `name` in `parent` and, with `remove`, removes it
+/// if it is provably abandoned (see the module docs).
+pub fn decide(
+    parent: BorrowedFd<'_>,
+    name: &OsStr,
+    policy: &HostPolicy,
+    judge: &Judge,
+    remove: bool,
+) -> Decision {
+    let Some((_, kind, name_pid)) = classify_name(name) else {
+        return keep(name, Kind::Staging, None, "unverified_staging_directory");
+    };
+    let kept = |reason| keep(name, kind, None, reason);
+    let dir = match fsx::stat_nofollow(parent, name) {
+        Err(Errno::NOENT) => return kept("enoent_already_gone"),
+        Err(_) => return kept("unverified_staging_directory"),
+        Ok(stat) if fsx::kind_of(&stat) != FileType::Directory => {
+            return kept("unverified_staging_directory");
+        }
+        Ok(_) => match fsx::open_child_dir(parent, name) {
+            Ok(dir) => dir,
+            Err(Errno::NOENT) => return kept("enoent_already_gone"),
+            Err(_) => return kept("unverified_staging_directory"),
+        },
+    };
+    // Someone (a remover, a reclaimer) is working on this tree right now.
+    match rustix::fs::flock(&dir, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) | Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => {}
+        Err(_) => return kept("busy"),
+    }
+    let (snapshot, owner) = match observe(parent, name) {
+        Ok(Observation::Missing) => return kept("enoent_already_gone"),
+        Ok(Observation::Lock { snapshot, owner }) => (snapshot, owner),
+        _ => return kept("unverified_staging_directory"),
+    };
+    let Some(root) = RootId::of(&snapshot) else {
+        return kept("unverified_staging_directory");
+    };
+    if !crate::lock::guard::names_root(dir.as_fd(), &snapshot) {
+        return kept("unverified_staging_directory");
+    }
+    let ours = |pid: Option<u32>| pid == Some(std::process::id());
+    let (pid, status) = match &owner {
+        Owner::Valid { record, .. } => {
+            let pid = record.pid_u32();
+            if policy.is_foreign(record.owner_host_id.as_deref()) {
+                // Another host's pid (or one we cannot place): not ours to
+                // probe.
+                return keep(name, kind, pid, "host_qualified_staging_owner").at(root);
+            }
+            if ours(pid) || ours(name_pid) {
+                return keep(name, kind, pid, "in_process_staging_owner")
+                    .with_status(Status::Alive)
+                    .at(root);
+            }
+            (pid, record_status(record, judge, root))
+        }
+        Owner::NoRecord { .. } if is_empty_dir(&snapshot) && name_pid.is_some() => {
+            if ours(name_pid) {
+                return keep(name, kind, name_pid, "in_process_staging_owner")
+                    .with_status(Status::Alive)
+                    .at(root);
+            }
+            // A name's pid carries no host: on a shared volume it may be
+            // another machine's, so a host-aware judge cannot probe it.
+            if policy.owner_host_id.is_some() {
+                return keep(name, kind, name_pid, "host_qualified_staging_owner").at(root);
+            }
+            (name_pid, pid_status(name_pid, judge, root))
+        }
+        _ => return kept("unverified_staging_directory").at(root),
+    };
+    let reason = match status {
+        Status::Alive => "file_lock_staging_owner_alive",
+        Status::Dead => "file_lock_staging_owner_dead",
+        Status::Unknown => "file_lock_staging_owner_unknown",
+    };
+    let decision = keep(name, kind, pid, reason).with_status(status).at(root);
+    if !(remove && status == Status::Dead) {
+        return decision;
+    }
+    let removed = remove_judged(parent, name, &snapshot, dir);
+    Decision {
+        removed: removed == "removed",
+        reason: removed,
+        ..decision
+    }
+}
+
+/// Removes the judged tree, bound to its snapshot; the `flock` taken on
+/// `dir` is held until the end.
+fn remove_judged(
+    parent: BorrowedFd<'_>,
+    name: &OsStr,
+    snapshot: &TreeSnapshot,
+    _turn: OwnedFd,
+) -> &'static str {
+    // A staged record is exactly one regular `info`; anything else inside
+    // was refused above, so an identity mismatch here means a change.
+    debug_assert!(info_entry(snapshot).is_some() || is_empty_dir(snapshot));
+    let outcome = tree::remove_tree_in_place_at(parent, name, snapshot);
+    match (outcome.ok, outcome.code) {
+        (true, _) | (false, Some("not_found")) => "removed",
+        (false, Some("identity_mismatch")) => "owner_changed",
+        _ => "cleanup_failed",
+    }
+}
+
+fn record_status(record: &crate::lock::record::OwnerRecord, judge: &Judge, root: RootId) -> Status {
+    match judge {
+        Judge::Kernel => status_of(liveness_of(record, &Observer::local())),
+        Judge::Given {
+            status,
+            root: shown,
+        } if *shown == root => *status,
+        Judge::Given { .. } => Status::Unknown,
+    }
+}
+
+fn pid_status(pid: Option<u32>, judge: &Judge, root: RootId) -> Status {
+    match judge {
+        Judge::Kernel => match pid.map(crate::sys::process::probe) {
+            Some(crate::sys::process::Probe::Gone | crate::sys::process::Probe::Exited) => {
+                Status::Dead
+            }
+            Some(crate::sys::process::Probe::Running { .. }) => Status::Alive,
+            _ => Status::Unknown,
+        },
+        Judge::Given {
+            status,
+            root: shown,
+        } if *shown == root => *status,
+        Judge::Given { .. } => Status::Unknown,
+    }
+}
+
+fn status_of(liveness: Liveness) -> Status {
+    match liveness {
+        Liveness::Live => Status::Alive,
+        _ if liveness.proves_gone() => Status::Dead,
+        _ => Status::Unknown,
+    }
+}
+
+fn keep(name: &OsStr, kind: Kind, pid: Option<u32>, reason: &'static str) -> Decision {
+    Decision {
+        name: name.to_os_string(),
+        kind,
+        pid,
+        status: Status::Unknown,
+        removed: false,
+        reason,
+        root: None,
+    }
+}
+
+impl Decision {
+    fn with_status(mut self, status: Status) -> Self {
+        self.status = status;
+        self
+    }
+
+    fn at(mut self, root: RootId) -> Self {
+        self.root = Some(root);
+        self
+    }
+}
+
+/// The candidates in `parent` (of `lock_name`, or of any lock when `None`,
+/// limited to `kinds`), at most `limit` of them, in directory order.
+pub fn candidates(
+    parent: BorrowedFd<'_>,
+    lock_name: Option<&OsStr>,
+    kinds: &[Kind],
+    limit: usize,
+) -> Result<Vec<OsString>, Errno> {
+    let listing = rustix::fs::openat(
         parent,
         ".",
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    ) else {
-        return 0;
-    };
-    let Ok(mut dir) = Dir::read_from(listing.as_fd()) else {
-        return 0;
-    };
-    let mut candidates = Vec::new();
-    while let Some(Ok(entry)) = dir.next() {
+        Mode::empty(),
+    )?;
+    let mut dir = Dir::read_from(listing.as_fd())?;
+    let mut found = Vec::new();
+    while found.len() < limit {
+        let Some(entry) = dir.next() else { break };
+        let entry = entry?;
         let name = OsStr::from_bytes(entry.file_name().to_bytes());
-        let Some(lock) = lock_of_staging(name) else {
+        let Some((lock, kind, _)) = classify_name(name) else {
             continue;
         };
-        if lock_name.is_some_and(|wanted| wanted != lock) {
-            continue;
-        }
-        if let Some(pid) = staging_pid(lock, name) {
-            candidates.push((name.to_os_string(), pid));
-        }
-        if candidates.len() >= MAX_STAGING_CANDIDATES {
-            break;
+        if kinds.contains(&kind) && lock_name.is_none_or(|wanted| wanted == lock) {
+            found.push(name.to_os_string());
         }
     }
-    let mut removed = 0;
-    for (name, pid) in candidates {
-        if pid == std::process::id() || !matches!(process::probe(pid), Probe::Gone | Probe::Exited)
-        {
-            continue;
-        }
-        // The record inside is authoritative over the pid in the name: a
-        // takeover that was killed mid-exchange can leave another owner's
-        // live lock under a dead process's staging name.
-        let Ok(Observation::Lock { snapshot, owner }) = observe(parent, &name) else {
-            continue;
-        };
-        if let Owner::Valid { record, .. } = &owner
-            && !liveness_of(record, process::probe).proves_gone()
-        {
-            continue;
-        }
-        if tree::remove_tree_in_place_at(parent, &name, &snapshot).ok {
-            removed += 1;
-        }
-    }
-    removed
+    Ok(found)
 }
 
-/// The lock name a staging name belongs to: the part before `.pending.`.
-fn lock_of_staging(name: &OsStr) -> Option<&OsStr> {
-    let bytes = name.as_bytes();
-    let at = bytes
-        .windows(9)
-        .rposition(|window| window == b".pending.")?;
-    Some(OsStr::from_bytes(&bytes[..at]))
+/// Every kind of debris.
+pub const ALL_KINDS: &[Kind] = &[Kind::Staging, Kind::Quarantine, Kind::LegacyQuarantine];
+
+/// Examines (and with `remove`, removes what is provably abandoned of) the
+/// debris of `lock_name` (or of every lock) in `parent`.
+pub fn reap(
+    parent: BorrowedFd<'_>,
+    lock_name: Option<&OsStr>,
+    policy: &HostPolicy,
+    remove: bool,
+    limit: usize,
+) -> Result<Vec<Decision>, Errno> {
+    Ok(candidates(parent, lock_name, ALL_KINDS, limit)?
+        .iter()
+        .map(|name| decide(parent, name, policy, &Judge::Kernel, remove))
+        .collect())
+}
+
+/// Reaps the debris of a lock the first time this process acquires it:
+/// one directory scan per lock per process. Best effort: a scan that fails
+/// is tried again by the next acquisition.
+pub fn reap_once(parent: BorrowedFd<'_>, key: &LockKey, lock_name: &OsStr, policy: &HostPolicy) {
+    static SCANNED: OnceLock<Mutex<HashSet<LockKey>>> = OnceLock::new();
+    let scanned = SCANNED.get_or_init(Mutex::default);
+    if scanned
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains(key)
+    {
+        return;
+    }
+    if reap(parent, Some(lock_name), policy, true, MAX_CANDIDATES).is_ok() {
+        scanned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{listing, tempdir};
+    use std::path::Path;
+    use std::process::Command;
+
+    const UUID: &str = "12345678-1234-1234-1234-123456789abc";
+
+    /// A pid that is provably gone: a child that exited and was reaped.
+    fn dead_pid() -> u32 {
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    fn record_of(pid: u32) -> String {
+        format!(r#"{{"pid":{pid},"timestamp":1}}"#)
+    }
+
+    fn plant(root: &Path, name: &str, info: Option<&str>) {
+        std::fs::create_dir(root.join(name)).unwrap();
+        if let Some(info) = info {
+            std::fs::write(root.join(name).join("info"), info).unwrap();
+        }
+    }
+
+    fn reap_all(root: &Path) -> Vec<Decision> {
+        let parent = fsx::open_dir_nofollow(root).unwrap();
+        reap(
+            parent.as_fd(),
+            Some(OsStr::new("f.lock")),
+            &HostPolicy::default(),
+            true,
+            MAX_CANDIDATES,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn names_nominate_candidates() {
+        for (name, expected) in [
+            (
+                format!("f.lock.pending.12.{UUID}"),
+                Some(("f.lock", Kind::Staging, Some(12))),
+            ),
+            (
+                format!("f.lock.removing.9.{UUID}"),
+                Some(("f.lock", Kind::Quarantine, Some(9))),
+            ),
+            (
+                "f.lock.removing".to_string(),
+                Some(("f.lock", Kind::LegacyQuarantine, None)),
+            ),
+            ("f.lock.pending.interrupted".to_string(), None),
+            ("f.lock".to_string(), None),
+            (".removing".to_string(), None),
+        ] {
+            let got = classify_name(OsStr::new(&name))
+                .map(|(lock, kind, pid)| (lock.to_str().unwrap(), kind, pid));
+            assert_eq!(got, expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_dead_owners_debris_goes_and_everything_else_stays() {
+        let root = tempdir("debris");
+        let dead = dead_pid();
+        let live = std::process::id();
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let other_live = child.id();
+        // Provably abandoned: a dead owner's record, a dead name's empty dir.
+        plant(
+            &root,
+            &format!("f.lock.pending.{dead}.{UUID}"),
+            Some(&record_of(dead)),
+        );
+        plant(&root, &format!("f.lock.removing.{dead}.{UUID}"), None);
+        // Kept: a live owner's record under a dead name (the record is
+        // authoritative), a live name's empty staging, our own, a user's
+        // directory at each name, a malformed record, the legacy name
+        // without proof, a symlink.
+        let kept = [
+            format!(
+                "f.lock.pending.{dead}.{}",
+                "22345678-1234-1234-1234-123456789abc"
+            ),
+            format!("f.lock.pending.{other_live}.{UUID}"),
+            format!("f.lock.pending.{live}.{UUID}"),
+            format!(
+                "f.lock.removing.{dead}.{}",
+                "32345678-1234-1234-1234-123456789abc"
+            ),
+            format!(
+                "f.lock.pending.{dead}.{}",
+                "42345678-1234-1234-1234-123456789abc"
+            ),
+            "f.lock.removing".to_string(),
+        ];
+        plant(&root, &kept[0], Some(&record_of(other_live)));
+        plant(&root, &kept[1], None);
+        plant(&root, &kept[2], None);
+        plant(&root, &kept[3], None);
+        std::fs::write(root.join(&kept[3]).join("notes.txt"), b"mine").unwrap();
+        plant(&root, &kept[4], Some("{\"broken\":true}"));
+        plant(&root, &kept[5], None);
+        let link = format!(
+            "f.lock.pending.{dead}.{}",
+            "52345678-1234-1234-1234-123456789abc"
+        );
+        std::os::unix::fs::symlink(root.join(&kept[3]), root.join(&link)).unwrap();
+
+        let decisions = reap_all(&root);
+        let removed: Vec<_> = decisions.iter().filter(|d| d.removed).collect();
+        assert_eq!(removed.len(), 2, "{decisions:#?}");
+        let mut left = listing(&root);
+        left.sort();
+        let mut expected: Vec<String> = kept.to_vec();
+        expected.push(link);
+        expected.sort();
+        assert_eq!(left, expected);
+        assert_eq!(
+            std::fs::read(root.join(&kept[3]).join("notes.txt")).unwrap(),
+            b"mine"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_tree_someone_works_on_is_left_to_them() {
+        let root = tempdir("debris-busy");
+        let dead = dead_pid();
+        let name = format!("f.lock.removing.{dead}.{UUID}");
+        plant(&root, &name, Some(&record_of(dead)));
+        let turn = fsx::open_dir_nofollow(&root.join(&name)).unwrap();
+        rustix::fs::flock(&turn, FlockOperation::NonBlockingLockExclusive).unwrap();
+        let decisions = reap_all(&root);
+        assert_eq!(decisions[0].reason, "busy");
+        assert_eq!(listing(&root), [name.clone()]);
+        drop(turn);
+        assert!(reap_all(&root)[0].removed);
+        assert!(listing(&root).is_empty());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_given_verdict_binds_to_the_root_it_was_shown() {
+        let root = tempdir("debris-given");
+        let name = format!("f.lock.pending.424242.{UUID}");
+        plant(&root, &name, None);
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let shown = decide(
+            parent.as_fd(),
+            OsStr::new(&name),
+            &HostPolicy::default(),
+            &Judge::Kernel,
+            false,
+        );
+        // Replaced while the caller's probe ran: the verdict does not carry.
+        std::fs::rename(root.join(&name), root.join("old")).unwrap();
+        plant(&root, &name, None);
+        let judge = Judge::Given {
+            status: Status::Dead,
+            root: shown.root.unwrap(),
+        };
+        let decision = decide(
+            parent.as_fd(),
+            OsStr::new(&name),
+            &HostPolicy::default(),
+            &judge,
+            true,
+        );
+        assert!(!decision.removed);
+        assert_eq!(decision.status, Status::Unknown);
+        assert_eq!(listing(&root).len(), 2);
+        std::fs::remove_dir_all(root).unwrap();
+    }
 }

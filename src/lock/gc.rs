@@ -9,7 +9,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use rustix::fd::{AsFd, OwnedFd};
-use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::fs::fsx;
@@ -19,8 +18,7 @@ use crate::lock::identity::LockDirIdentity;
 use crate::lock::observe::{Observation, ObserveError, Owner, observe};
 use crate::lock::record::OwnerRecord;
 use crate::lock::report::{Holder, describe};
-use crate::lock::verdict::{HostPolicy, Verdict, judge};
-use crate::sys::process;
+use crate::lock::verdict::{HostPolicy, Observer, Verdict, judge};
 
 /// A valid owner record as read, with the identity of what was read.
 pub struct GcObservation {
@@ -50,27 +48,21 @@ impl GcRemoval {
 }
 
 /// Opens the parent of `lock_dir` (following symlinks in the parent path,
-/// as the lock does) and returns it with the lock's name and canonical
-/// parent path. `Ok(None)` when the parent does not exist.
-fn open_lock_parent(lock_dir: &Path) -> Result<Option<(OwnedFd, OsString, PathBuf)>, Errno> {
+/// as the lock does) and returns it with the lock's name. `Ok(None)` when
+/// the parent does not exist.
+pub fn open_lock_parent(lock_dir: &Path) -> Result<Option<(OwnedFd, OsString)>, Errno> {
     let (parent_path, name) = fsx::split_final(lock_dir)?;
-    let parent = match rustix::fs::open(
-        &parent_path,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(Errno::NOENT) => return Ok(None),
-        Err(errno) => return Err(errno),
-    };
-    let canonical = fsx::fd_path(parent.as_fd())?;
-    Ok(Some((parent, name, canonical)))
+    match fsx::open_anchor(&parent_path) {
+        Ok(parent) => Ok(Some((parent, name))),
+        Err(Errno::NOENT) => Ok(None),
+        Err(errno) => Err(errno),
+    }
 }
 
 fn observe_path(lock_dir: &Path) -> Result<Observation, Errno> {
     match open_lock_parent(lock_dir)? {
         None => Ok(Observation::Missing),
-        Some((parent, name, _)) => observe(parent.as_fd(), &name).map_err(|ObserveError(e)| e),
+        Some((parent, name)) => observe(parent.as_fd(), &name).map_err(|ObserveError(e)| e),
     }
 }
 
@@ -99,7 +91,7 @@ pub fn stale_verdict(
     policy: &HostPolicy,
 ) -> Result<(Verdict, Option<LockDirIdentity>), Errno> {
     let observation = observe_path(lock_dir)?;
-    let verdict = judge(&observation, policy, stale_ms, now_ns(), process::probe);
+    let verdict = judge(&observation, policy, stale_ms, now_ns(), &Observer::local());
     let identity = match (&observation, verdict.stale) {
         (Observation::Lock { snapshot, .. }, true) => Some(
             LockDirIdentity::of_snapshot(snapshot).unwrap_or_else(|| empty_dir_identity(snapshot)),
@@ -128,13 +120,21 @@ fn empty_dir_identity(snapshot: &tree::TreeSnapshot) -> LockDirIdentity {
 /// `removeFileLockDirForGc`: removes `lock_dir` only if it still holds the
 /// `expected` owner generation and is still the `identity` observed before
 /// the caller decided.
+///
+/// `missing` means nothing stands at the path. Anything else that stands
+/// there and is not exactly the expected generation — another record, a
+/// malformed one, an empty directory, a symlink — is `owner_changed`, as is
+/// any lock when no identity was observed for `expected` (a record built by
+/// hand carries no removal authority).
 pub fn remove_for_gc(
     lock_dir: &Path,
     expected: &OwnerRecord,
-    identity: &LockDirIdentity,
+    identity: Option<&LockDirIdentity>,
 ) -> GcRemoval {
-    let Ok(Some((parent, name, _))) = open_lock_parent(lock_dir) else {
-        return GcRemoval::Missing;
+    let (parent, name) = match open_lock_parent(lock_dir) {
+        Ok(Some(opened)) => opened,
+        Ok(None) => return GcRemoval::Missing,
+        Err(_) => return GcRemoval::CleanupFailed,
     };
     let observation = match observe(parent.as_fd(), &name) {
         Ok(observation) => observation,
@@ -143,22 +143,21 @@ pub fn remove_for_gc(
     let snapshot = match observation {
         Observation::Missing => return GcRemoval::Missing,
         Observation::Transient { .. } => return GcRemoval::CleanupFailed,
-        Observation::Refused { .. } => return GcRemoval::OwnerChanged,
         Observation::Lock {
             snapshot,
             owner: Owner::Valid { record, .. },
-        } => {
-            if !record.is_generation_of(expected) {
-                return GcRemoval::OwnerChanged;
-            }
-            snapshot
+        } if record.is_generation_of(expected) => snapshot,
+        Observation::Lock { .. } | Observation::Refused { .. } => {
+            return GcRemoval::OwnerChanged;
         }
-        Observation::Lock { .. } => return GcRemoval::Missing,
+    };
+    let Some(identity) = identity else {
+        return GcRemoval::OwnerChanged;
     };
     if LockDirIdentity::of_snapshot(&snapshot).as_ref() != Some(identity) {
         return GcRemoval::OwnerChanged;
     }
-    // In place, never by detaching the name (see `acquire::judge_holder`):
+    // In place, never by detaching the name (see `acquire::take_over`):
     // a successor that takes the name is never moved away from it.
     let outcome = tree::remove_tree_in_place_at(parent.as_fd(), &name, &snapshot);
     if outcome.ok {
@@ -181,7 +180,7 @@ pub struct Inspection {
 pub fn inspect(file_path: &Path, stale_ms: f64, policy: &HostPolicy) -> Result<Inspection, Errno> {
     let lock_path = lock_path_of(file_path);
     let observation = observe_path(&lock_path)?;
-    let verdict = judge(&observation, policy, stale_ms, now_ns(), process::probe);
+    let verdict = judge(&observation, policy, stale_ms, now_ns(), &Observer::local());
     Ok(Inspection {
         holder: describe(&observation, verdict, policy),
         lock_path,

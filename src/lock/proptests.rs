@@ -45,26 +45,37 @@ fn text() -> impl Strategy<Value = String> {
 const MAX_SAFE: u64 = (1 << 53) - 1;
 
 fn record() -> impl Strategy<Value = OwnerRecord> {
-    (
+    let original = (
         1..=MAX_SAFE,
         proptest::option::of(text()),
         proptest::option::of(text()),
         0..=MAX_SAFE,
         proptest::option::of(text()),
         proptest::option::of(text()),
+    );
+    let incarnation = (
+        proptest::option::of(text()),
+        proptest::option::of(text()),
+        proptest::option::of(0..=MAX_SAFE),
+        proptest::option::of(text()),
+    );
+    (original, incarnation).prop_map(
+        |(
+            (pid, start_time, start_time_format, timestamp, owner_token, owner_host_id),
+            (process_incarnation, boot_id, start_ticks, pid_ns),
+        )| OwnerRecord {
+            pid: pid as f64,
+            start_time,
+            start_time_format,
+            process_incarnation,
+            timestamp: timestamp as f64,
+            owner_token,
+            owner_host_id,
+            boot_id,
+            start_ticks,
+            pid_ns,
+        },
     )
-        .prop_map(
-            |(pid, start_time, start_time_format, timestamp, owner_token, owner_host_id)| {
-                OwnerRecord {
-                    pid: pid as f64,
-                    start_time,
-                    start_time_format,
-                    timestamp: timestamp as f64,
-                    owner_token,
-                    owner_host_id,
-                }
-            },
-        )
 }
 
 /// JSON-shaped bytes around the record's keys, to reach the validation
@@ -77,6 +88,10 @@ fn json_like() -> impl Strategy<Value = Vec<u8>> {
         Just("start_time_format".to_string()),
         Just("owner_token".to_string()),
         Just("owner_host_id".to_string()),
+        Just("process_incarnation".to_string()),
+        Just("boot_id".to_string()),
+        Just("start_ticks".to_string()),
+        Just("pid_ns".to_string()),
         "[a-z_]{1,8}",
     ];
     let value = prop_oneof![
@@ -199,18 +214,25 @@ proptest! {
 
     #[test]
     fn to_json_is_json_stringify_of_the_record(record in record()) {
+        // The key order of the original, the incarnation where upstream 0.17
+        // puts it, the rest after.
+        let push = |expected: &mut String, key: &str, value: &Option<String>| {
+            if let Some(value) = value {
+                expected.push_str(&format!(",\"{key}\":{}", js_quote(value)));
+            }
+        };
         let mut expected = format!("{{\"pid\":{}", record.pid as u64);
-        for (key, value) in [("start_time", &record.start_time), ("start_time_format", &record.start_time_format)] {
-            if let Some(value) = value {
-                expected.push_str(&format!(",\"{key}\":{}", js_quote(value)));
-            }
-        }
+        push(&mut expected, "start_time", &record.start_time);
+        push(&mut expected, "start_time_format", &record.start_time_format);
+        push(&mut expected, "process_incarnation", &record.process_incarnation);
         expected.push_str(&format!(",\"timestamp\":{}", record.timestamp as u64));
-        for (key, value) in [("owner_token", &record.owner_token), ("owner_host_id", &record.owner_host_id)] {
-            if let Some(value) = value {
-                expected.push_str(&format!(",\"{key}\":{}", js_quote(value)));
-            }
+        push(&mut expected, "owner_token", &record.owner_token);
+        push(&mut expected, "owner_host_id", &record.owner_host_id);
+        push(&mut expected, "boot_id", &record.boot_id);
+        if let Some(ticks) = record.start_ticks {
+            expected.push_str(&format!(",\"start_ticks\":{ticks}"));
         }
+        push(&mut expected, "pid_ns", &record.pid_ns);
         expected.push('}');
         let json = record.to_json();
         prop_assert_eq!(&json, &expected);

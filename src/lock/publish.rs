@@ -61,48 +61,32 @@ pub enum PublishError {
     Rename(&'static str),
 }
 
+/// The tag of staging names: `<lock>.pending.<pid>.<uuid>`, the original's.
+pub const STAGING_TAG: &str = "pending";
+
 /// The staging name for one attempt: `<lock>.pending.<pid>.<uuid>`.
 pub fn staging_name(lock_name: &OsStr) -> OsString {
-    let suffix = format!(
-        ".pending.{}.{}",
-        std::process::id(),
-        uuid::Uuid::new_v4().hyphenated()
-    );
-    fsx::with_suffix(lock_name, &suffix)
-}
-
-/// Parses the pid out of a staging name of `lock_name`, if it is one.
-pub fn staging_pid(lock_name: &OsStr, candidate: &OsStr) -> Option<u32> {
-    use std::os::unix::ffi::OsStrExt;
-    let rest = candidate
-        .as_bytes()
-        .strip_prefix(lock_name.as_bytes())?
-        .strip_prefix(b".pending.")?;
-    let rest = std::str::from_utf8(rest).ok()?;
-    let (pid, uuid) = rest.split_once('.')?;
-    let valid_pid =
-        !pid.is_empty() && !pid.starts_with('0') && pid.bytes().all(|b| b.is_ascii_digit());
-    let valid_uuid = uuid.len() == 36 && uuid::Uuid::parse_str(uuid).is_ok();
-    if valid_pid && valid_uuid {
-        pid.parse().ok()
-    } else {
-        None
-    }
+    fsx::tagged_name(lock_name, STAGING_TAG)
 }
 
 /// The result of a takeover of a stale lock.
 #[derive(Debug)]
 pub enum Takeover {
     /// Our record now stands at the lock name; the judged tree was
-    /// removed (or, if its removal failed, left at our private name).
+    /// removed.
     Published(Published),
     /// What stood at the lock name was not the judged tree: it was put
     /// back untouched.
     NotJudged,
     /// Nothing stands at the lock name any more; publish normally.
     Vanished,
-    /// The filesystem cannot exchange two names; remove, then publish.
+    /// The filesystem cannot exchange these two names (no
+    /// `RENAME_EXCHANGE`, or the stale lock sits in an overlayfs lower
+    /// layer): remove it in place, then publish.
     Unsupported,
+    /// The judged tree could not be deleted (the code says why); it was
+    /// given its name back, and the lock is still held by it.
+    Undeletable(&'static str),
 }
 
 /// Publishes `record` over a lock judged stale, in one atomic step.
@@ -132,7 +116,9 @@ pub fn publish_over(
             remove_staging(parent, &staging, Some(&staged.root));
             return match errno {
                 Errno::NOENT => Ok(Takeover::Vanished),
-                Errno::INVAL | Errno::NOSYS | Errno::NOTSUP => Ok(Takeover::Unsupported),
+                Errno::INVAL | Errno::NOSYS | Errno::NOTSUP | Errno::XDEV => {
+                    Ok(Takeover::Unsupported)
+                }
                 errno => Err(PublishError::Os(errno)),
             };
         }
@@ -140,7 +126,21 @@ pub fn publish_over(
     match tree::snapshot_tree_at(parent, &staging) {
         Ok(swapped_out) if judged.same_tree_as(&swapped_out) => {
             // Our private name now holds the judged tree: delete it exactly.
-            tree::remove_tree_in_place_at(parent, &staging, &swapped_out);
+            let removal = tree::remove_tree_in_place_at(parent, &staging, &swapped_out);
+            if removal.ok || removal.code == Some("not_found") {
+                return Ok(Takeover::Published(staged));
+            }
+            // It cannot be deleted (no permission, immutable...): holding
+            // the lock would leave it under our staging name for good. Give
+            // it its name back and say why, as the in-place path would.
+            let code = removal.code.unwrap_or("io_error");
+            if fs::renameat_with(parent, &staging, parent, lock_name, RenameFlags::EXCHANGE).is_ok()
+            {
+                remove_staging(parent, &staging, Some(&staged.root));
+                return Ok(Takeover::Undeletable(code));
+            }
+            // Not even that: we hold the lock; what is left of the judged
+            // tree stays at our staging name, for the reaper once we are gone.
             Ok(Takeover::Published(staged))
         }
         _ => {
@@ -559,17 +559,13 @@ mod tests {
     }
 
     #[test]
-    fn staging_names_round_trip_their_pid() {
+    fn staging_names_are_unique_and_carry_our_pid() {
         let lock = OsStr::new("state.json.lock");
         let staging = staging_name(lock);
-        assert_eq!(staging_pid(lock, &staging), Some(std::process::id()));
-        for bad in [
-            "state.json.lock.pending.interrupted",
-            "state.json.lock.pending.0123.12345678-1234-1234-1234-123456789abc",
-            "state.json.lock.pending.12.not-a-uuid",
-            "other.lock.pending.12.12345678-1234-1234-1234-123456789abc",
-        ] {
-            assert_eq!(staging_pid(lock, OsStr::new(bad)), None, "{bad}");
-        }
+        assert_ne!(staging, staging_name(lock));
+        assert_eq!(
+            fsx::parse_tagged_name(&staging, STAGING_TAG),
+            Some((lock, std::process::id()))
+        );
     }
 }

@@ -6,50 +6,82 @@
 //! `pid` a positive integer, `timestamp` a finite number, and the optional
 //! strings either absent or non-empty strings. Anything else is malformed,
 //! which the lock treats as "held, no liveness proof".
+//!
+//! Besides the original's keys, exactlock writes the owner's incarnation
+//! (see [`crate::sys::incarnation`]): `process_incarnation` (upstream 0.17's
+//! key, `linux:<start ticks>`, in upstream's place before `timestamp`), and
+//! after the original's keys `boot_id` and `pid_ns`. The original's readers
+//! ignore keys they do not know. The parser also accepts the contract's
+//! `start_ticks` (an integer) as the same incarnation.
 
 use serde_json::{Map, Value};
+
+use crate::sys::incarnation::{ThisProcess, incarnation_of_ticks, ticks_of_incarnation};
 
 /// The start-time format marker. Only records that carry it may prove PID
 /// reuse: their `start_time` was produced under `LC_ALL=C TZ=UTC`.
 pub const CANONICAL_START_TIME_FORMAT: &str = "utc-v1";
 
-/// The value written when a start time cannot be had.
-pub const UNKNOWN_START_TIME: &str = "unknown";
+pub use crate::sys::incarnation::UNKNOWN_START_TIME;
 
-/// Records larger than this are malformed, not read into memory. A real
-/// record is under 300 bytes; 64 KiB leaves room for long host ids.
+/// Records larger than this are malformed, not read into memory. A record
+/// exactlock writes is under 2 KiB even with the longest host id it
+/// accepts; 64 KiB leaves room for other writers' long host ids.
 pub const MAX_RECORD_BYTES: usize = 64 * 1024;
 
+/// The longest `ownerHostId` (and previous id) exactlock accepts, in UTF-8
+/// bytes, so that every record it writes stays far below
+/// [`MAX_RECORD_BYTES`] however the id escapes.
+pub const MAX_HOST_ID_BYTES: usize = 256;
+
 /// A validated owner record.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct OwnerRecord {
     /// A positive integer. Kept as the JSON number it was (JS numbers are
     /// doubles); [`OwnerRecord::pid_u32`] gives the value a kernel can probe.
     pub pid: f64,
     pub start_time: Option<String>,
     pub start_time_format: Option<String>,
+    /// Upstream 0.17's incarnation: `linux:<start ticks>` on Linux.
+    pub process_incarnation: Option<String>,
     /// Milliseconds since the epoch; finite, not necessarily an integer when
     /// another writer produced it.
     pub timestamp: f64,
     pub owner_token: Option<String>,
     pub owner_host_id: Option<String>,
+    /// The kernel's boot id when the owner wrote the record.
+    pub boot_id: Option<String>,
+    /// The contract's spelling of the incarnation (never written by
+    /// exactlock, which writes `process_incarnation`).
+    pub start_ticks: Option<u64>,
+    /// The owner's pid namespace, a decimal inode number.
+    pub pid_ns: Option<String>,
 }
 
 impl OwnerRecord {
     /// The record this process publishes for one acquisition.
     pub fn for_this_process(
-        start_time: &str,
+        this: &ThisProcess,
         timestamp_ms: u64,
         owner_token: String,
         owner_host_id: Option<String>,
     ) -> Self {
+        debug_assert!(
+            owner_host_id
+                .as_ref()
+                .is_none_or(|id| id.len() <= MAX_HOST_ID_BYTES)
+        );
         OwnerRecord {
             pid: f64::from(std::process::id()),
-            start_time: Some(start_time.to_string()),
+            start_time: Some(this.start_time.clone()),
             start_time_format: Some(CANONICAL_START_TIME_FORMAT.to_string()),
+            process_incarnation: this.start_ticks.map(incarnation_of_ticks),
             timestamp: timestamp_ms as f64,
             owner_token: Some(owner_token),
             owner_host_id,
+            boot_id: this.boot_id.clone(),
+            start_ticks: None,
+            pid_ns: this.pid_ns.map(|ns| ns.to_string()),
         }
     }
 
@@ -73,9 +105,13 @@ impl OwnerRecord {
             pid,
             start_time: optional_non_empty(&object, "start_time")?,
             start_time_format: optional_non_empty(&object, "start_time_format")?,
+            process_incarnation: optional_non_empty(&object, "process_incarnation")?,
             timestamp,
             owner_token: optional_non_empty(&object, "owner_token")?,
             owner_host_id: optional_non_empty(&object, "owner_host_id")?,
+            boot_id: optional_non_empty(&object, "boot_id")?,
+            start_ticks: optional_count(&object, "start_ticks")?,
+            pid_ns: optional_non_empty(&object, "pid_ns")?,
         })
     }
 
@@ -91,10 +127,21 @@ impl OwnerRecord {
             "start_time_format",
             self.start_time_format.as_deref(),
         );
+        push_string_field(
+            &mut out,
+            "process_incarnation",
+            self.process_incarnation.as_deref(),
+        );
         out.push_str(",\"timestamp\":");
         out.push_str(&js_number(self.timestamp));
         push_string_field(&mut out, "owner_token", self.owner_token.as_deref());
         push_string_field(&mut out, "owner_host_id", self.owner_host_id.as_deref());
+        push_string_field(&mut out, "boot_id", self.boot_id.as_deref());
+        if let Some(ticks) = self.start_ticks {
+            out.push_str(",\"start_ticks\":");
+            out.push_str(&ticks.to_string());
+        }
+        push_string_field(&mut out, "pid_ns", self.pid_ns.as_deref());
         out.push('}');
         out
     }
@@ -121,16 +168,32 @@ impl OwnerRecord {
         }
     }
 
+    /// The owner's start in clock ticks since boot, when the record carries
+    /// it in a form this platform can compare (`process_incarnation`
+    /// `linux:<ticks>`, or `start_ticks`).
+    pub fn start_ticks(&self) -> Option<u64> {
+        self.process_incarnation
+            .as_deref()
+            .and_then(ticks_of_incarnation)
+            .or(self.start_ticks)
+    }
+
     /// Whether `self` (found on disk) is the generation `expected` names.
-    /// `pid`, `timestamp` and the host id must be equal; `start_time` and
-    /// `owner_token` must be equal when `expected` carries them (older
-    /// writers did not).
+    /// `pid`, `timestamp` and the host id must be equal; every other field
+    /// `expected` carries must be equal too (older writers carried fewer).
     pub fn is_generation_of(&self, expected: &OwnerRecord) -> bool {
+        fn same_if_expected<T: PartialEq>(seen: &Option<T>, expected: &Option<T>) -> bool {
+            expected.is_none() || seen == expected
+        }
         self.pid == expected.pid
             && self.timestamp == expected.timestamp
             && self.owner_host_id == expected.owner_host_id
-            && (expected.start_time.is_none() || self.start_time == expected.start_time)
-            && (expected.owner_token.is_none() || self.owner_token == expected.owner_token)
+            && same_if_expected(&self.start_time, &expected.start_time)
+            && same_if_expected(&self.owner_token, &expected.owner_token)
+            && same_if_expected(&self.process_incarnation, &expected.process_incarnation)
+            && same_if_expected(&self.boot_id, &expected.boot_id)
+            && same_if_expected(&self.start_ticks, &expected.start_ticks)
+            && same_if_expected(&self.pid_ns, &expected.pid_ns)
     }
 }
 
@@ -141,6 +204,20 @@ fn optional_non_empty(object: &Map<String, Value>, key: &str) -> Option<Option<S
         None => Some(None),
         Some(Value::String(s)) if !s.is_empty() => Some(Some(s.clone())),
         Some(_) => None,
+    }
+}
+
+/// Reads an optional count: absent → `Some(None)`; a non-negative integer
+/// JavaScript can represent exactly → `Some(Some(n))`; anything else →
+/// `None` (malformed).
+fn optional_count(object: &Map<String, Value>, key: &str) -> Option<Option<u64>> {
+    const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+    match object.get(key) {
+        None => Some(None),
+        Some(value) => {
+            let n = value.as_f64()?;
+            (n >= 0.0 && n.fract() == 0.0 && n <= MAX_SAFE).then_some(Some(n as u64))
+        }
     }
 }
 
@@ -180,7 +257,56 @@ mod tests {
             timestamp: 1_796_200_763_123.0,
             owner_token: Some("0b0e6a8e-2f3c-4c1e-9b5a-6d2f0a7c9e11".into()),
             owner_host_id: Some("h-5f2c".into()),
+            ..OwnerRecord::default()
         }
+    }
+
+    fn this() -> ThisProcess {
+        ThisProcess {
+            start_time: "Wed Dec  2 08:39:23 2026".into(),
+            start_ticks: Some(123_456),
+            boot_id: Some("5b1a7f0e-7a44-4c1b-9e5d-1f2a3b4c5d6e".into()),
+            pid_ns: Some(4_026_531_836),
+        }
+    }
+
+    #[test]
+    fn writes_the_incarnation_where_upstream_does_and_the_rest_after() {
+        let record = OwnerRecord::for_this_process(&this(), 17, "tok".into(), Some("h".into()));
+        let pid = std::process::id();
+        assert_eq!(
+            record.to_json(),
+            format!(
+                r#"{{"pid":{pid},"start_time":"Wed Dec  2 08:39:23 2026","start_time_format":"utc-v1","process_incarnation":"linux:123456","timestamp":17,"owner_token":"tok","owner_host_id":"h","boot_id":"5b1a7f0e-7a44-4c1b-9e5d-1f2a3b4c5d6e","pid_ns":"4026531836"}}"#
+            )
+        );
+        assert_eq!(record.start_ticks(), Some(123_456));
+        assert_eq!(
+            OwnerRecord::parse(record.to_json().as_bytes()),
+            Some(record)
+        );
+        // The contract's spelling reads as the same incarnation.
+        let spelled = OwnerRecord::parse(br#"{"pid":3,"timestamp":1,"start_ticks":99}"#).unwrap();
+        assert_eq!(spelled.start_ticks(), Some(99));
+        assert!(spelled.to_json().contains(r#""start_ticks":99"#));
+    }
+
+    #[test]
+    fn the_largest_record_exactlock_writes_is_far_below_the_read_limit() {
+        // The longest host id accepted, made of the character JSON escapes
+        // longest (`\u0001`, six bytes for one), a 20-digit pid namespace
+        // and the largest tick count.
+        let mut this = this();
+        this.start_ticks = Some(u64::MAX);
+        this.pid_ns = Some(u64::MAX);
+        this.start_time = "unknown".repeat(4);
+        let host = "\u{1}".repeat(MAX_HOST_ID_BYTES);
+        let record =
+            OwnerRecord::for_this_process(&this, u64::MAX >> 11, "t".repeat(36), Some(host));
+        let bytes = record.to_json().into_bytes();
+        assert!(bytes.len() < 2048, "{} bytes", bytes.len());
+        assert!(bytes.len() * 32 < MAX_RECORD_BYTES);
+        assert_eq!(OwnerRecord::parse(&bytes), Some(record));
     }
 
     #[test]
@@ -243,6 +369,11 @@ mod tests {
             b"{\"pid\":12,\"timestamp\":1,\"owner_token\":7}",
             b"{\"pid\":12,\"timestamp\":1,\"owner_host_id\":null}",
             b"{\"pid\":12,\"timestamp\":1e999}",
+            b"{\"pid\":12,\"timestamp\":1,\"start_ticks\":-1}",
+            b"{\"pid\":12,\"timestamp\":1,\"start_ticks\":1.5}",
+            b"{\"pid\":12,\"timestamp\":1,\"pid_ns\":4026531836}",
+            b"{\"pid\":12,\"timestamp\":1,\"boot_id\":\"\"}",
+            b"{\"pid\":12,\"timestamp\":1,\"process_incarnation\":7}",
             b"\xff\xfe",
         ] {
             assert_eq!(

@@ -17,7 +17,6 @@ use rustix::io::Errno;
 
 use crate::fs::fsx;
 use crate::fs::tree::{self, TreeSnapshot, sha256_hex};
-use crate::lock::debris;
 use crate::lock::identity::{INFO_NAME, info_entry};
 use crate::lock::table::{self, BeginRelease, Generation, LockKey};
 
@@ -77,7 +76,9 @@ pub fn release_first_attempt(id: u64) -> FirstAttempt {
 }
 
 /// Releases the generation `id`; with `continued`, after
-/// [`release_first_attempt`] made the first attempt.
+/// [`release_first_attempt`] made the first attempt. Each attempt runs on a
+/// blocking thread (its syscalls may stall on a slow filesystem); the
+/// pauses between attempts do not hold one.
 pub async fn release(id: u64, continued: bool) -> Result<(), ReleaseError> {
     let generation = if continued {
         table::releasing(id).ok_or(ReleaseError::Unknown)?
@@ -89,12 +90,38 @@ pub async fn release(id: u64, continued: bool) -> Result<(), ReleaseError> {
         if number > 0 {
             tokio::time::sleep(Duration::from_millis(RELEASE_RETRY_DELAY_MS)).await;
         }
-        match attempt(&generation) {
+        let this = generation.clone();
+        let outcome = tokio::task::spawn_blocking(move || attempt(&this))
+            .await
+            .unwrap_or(Err(Removal::Transient("EIO")));
+        match outcome {
             Ok(done) => return done,
             Err(removal) => last = removal,
         }
     }
     Err(give_up(generation.id, last))
+}
+
+/// Releases a generation nobody will release any more (its JavaScript
+/// environment is gone, or its acquisition was given up while the lock was
+/// being won), on the calling thread, which may block: the same attempts
+/// and pauses as [`release`]. A generation that still cannot be removed
+/// stays fenced (release pending), as after a failed release.
+pub fn give_back(id: u64) {
+    let Ok(generation) = table::begin_release(id) else {
+        return;
+    };
+    let mut last = Removal::Transient("unknown");
+    for number in 0..RELEASE_RETRY_ATTEMPTS {
+        if number > 0 {
+            std::thread::sleep(Duration::from_millis(RELEASE_RETRY_DELAY_MS));
+        }
+        match attempt(&generation) {
+            Ok(_) => return,
+            Err(removal) => last = removal,
+        }
+    }
+    give_up(generation.id, last);
 }
 
 fn begin_error(error: BeginRelease) -> ReleaseError {
@@ -156,6 +183,7 @@ pub fn retry_pending(key: &LockKey) {
 /// when it is exactly as published, else by looking at it afresh and
 /// removing it only if it is still our generation.
 pub fn remove_generation(generation: &Generation) -> Result<(), Removal> {
+    crate::sys::faults::pause("release", &generation.lock_name);
     crate::sys::faults::check("release.snapshot").map_err(Removal::Transient)?;
     crate::sys::faults::check("release.remove").map_err(Removal::Transient)?;
     if let Some(done) = remove_as_published(generation) {
@@ -214,7 +242,7 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     let root = generation.root.as_fd();
     let published = &generation.published;
     let name = &generation.lock_name;
-    let removing = debris::removing_name(name);
+    let removing = tree::quarantine_name(name);
     if !(published.files_look_unchanged(root) && published.names_unchanged(root)) {
         return None;
     }
@@ -255,7 +283,8 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     }
     // Our record is gone and the name is free: released. If `rmdir` is
     // refused, what is left in the directory was put there by someone
-    // else, and stays for `.removing` debris handling.
+    // else; it stays where it is, under our quarantine name (kept by the
+    // debris rules: its content is not a lock's).
     let _ = fs::unlinkat(parent, &removing, AtFlags::REMOVEDIR);
     Some(Ok(()))
 }
@@ -275,39 +304,31 @@ fn remove_exactly(generation: &Generation, expected: &TreeSnapshot) -> Result<()
     match outcome.code.unwrap_or("io_error") {
         "not_found" => Err(Removal::Missing),
         "identity_mismatch" => Err(Removal::OwnerChanged),
-        "quarantine_collision" => {
-            // A crashed remover's leftover: clear it if provably abandoned,
-            // and let the retry loop try again.
-            debris::reap_removing(parent, &generation.lock_name, &generation.policy);
-            Err(Removal::Transient("quarantine_collision"))
-        }
         "tree_changed"
-            if outcome.detached_path.is_some() && !detached_tree_is_ours(parent, generation) =>
+            if outcome
+                .detached_path
+                .as_deref()
+                .is_some_and(|detached| !holds_our_root(parent, detached, generation)) =>
         {
             // Our verified tree had left the lock name, and its emptied root
-            // is gone from `.removing` too: another releaser reaped it
-            // between our last unlink and our rmdir (`debris::reap_removing`
-            // takes an empty `.removing` for abandoned). Nothing of this
-            // generation is left anywhere: that is a release. Retrying would
-            // look at the lock name, find the next holder's lock and
-            // misreport `owner_changed`.
+            // is gone from the quarantine name too (someone removed the
+            // empty directory between our last unlink and our rmdir):
+            // nothing of this generation is left anywhere, and that is a
+            // release. Retrying would look at the lock name, find the next
+            // holder's lock and misreport `owner_changed`.
             Ok(())
         }
         code => Err(Removal::Transient(code)),
     }
 }
 
-/// Whether `<lock>.removing` is still the root directory this generation
-/// published.
-fn detached_tree_is_ours(parent: rustix::fd::BorrowedFd<'_>, generation: &Generation) -> bool {
-    let removing = debris::removing_name(&generation.lock_name);
-    let (Ok(seen), Ok(ours)) = (
-        crate::fs::fsx::stat_nofollow(parent, &removing),
-        rustix::fs::fstat(&generation.root),
-    ) else {
+/// Whether the entry at `path` (in `parent`) is still the root directory
+/// this generation published.
+fn holds_our_root(parent: BorrowedFd<'_>, path: &std::path::Path, generation: &Generation) -> bool {
+    let Some(name) = path.file_name() else {
         return false;
     };
-    (seen.st_dev, seen.st_ino) == (ours.st_dev, ours.st_ino)
+    stat_root(parent, name).is_some_and(|seen| is_our_root(&seen, generation))
 }
 
 #[cfg(test)]
@@ -320,7 +341,7 @@ mod tests {
 
     /// Acquires `dir/f` on this thread (the lock is free).
     fn acquire_free(dir: &Path) -> u64 {
-        let options = AcquireOptions {
+        let options = std::sync::Arc::new(AcquireOptions {
             file_path: dir.join("f"),
             retries: 0.0,
             retry_delay: Duration::from_millis(1),
@@ -329,10 +350,11 @@ mod tests {
             cancel: Default::default(),
             after_parent_mkdir: None,
             sequence: table::next_id(),
-        };
-        acquire_first_attempt(&options)
+        });
+        acquire_first_attempt(options)
             .unwrap()
             .expect("a free lock is taken by the first attempt")
+            .take()
             .id
     }
 

@@ -40,9 +40,34 @@ pub struct Holder {
     pub verdict: Verdict,
     /// The refusal or transient code, when the state has one.
     pub code: Option<&'static str>,
+    /// Why a lock judged stale could not be removed (e.g. `EACCES`).
+    pub removal_failure: Option<&'static str>,
 }
 
-/// Describes the holder an observation shows.
+impl Holder {
+    /// A holder that could not be looked at (its directory unreadable).
+    pub fn unreadable(code: &'static str) -> Holder {
+        Holder {
+            state: HolderState::Transient,
+            record: None,
+            foreign: false,
+            verdict: Verdict {
+                stale: false,
+                reason: crate::lock::verdict::Reason::Transient,
+                liveness: None,
+            },
+            code: Some(code),
+            removal_failure: None,
+        }
+    }
+
+    /// The same holder, whose stale lock could not be removed for `code`.
+    pub fn unremovable(mut self, code: &'static str) -> Holder {
+        self.removal_failure = Some(code);
+        self
+    }
+}
+
 /// A holder known by its valid record alone.
 pub fn describe_record(record: OwnerRecord, verdict: Verdict, policy: &HostPolicy) -> Holder {
     Holder {
@@ -51,8 +76,11 @@ pub fn describe_record(record: OwnerRecord, verdict: Verdict, policy: &HostPolic
         record: Some(record),
         verdict,
         code: None,
+        removal_failure: None,
     }
 }
+
+/// Describes the holder an observation shows.
 
 pub fn describe(observation: &Observation, verdict: Verdict, policy: &HostPolicy) -> Holder {
     let (state, record, code) = match observation {
@@ -74,5 +102,6 @@ pub fn describe(observation: &Observation, verdict: Verdict, policy: &HostPolicy
         foreign,
         verdict,
         code,
+        removal_failure: None,
     }
 }

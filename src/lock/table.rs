@@ -7,26 +7,49 @@
 //! release failed be finished later instead of being reclaimed by pid.
 
 use std::collections::{HashMap, VecDeque};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use rustix::fd::OwnedFd;
+use rustix::fd::{BorrowedFd, OwnedFd};
+use rustix::io::Errno;
 use tokio::sync::Notify;
 
+use crate::fs::fsx;
 use crate::fs::tree::TreeSnapshot;
-use crate::lock::verdict::HostPolicy;
 
-/// The canonical name of a lock: the realpath of its parent directory plus
-/// its final component, so aliased paths (a symlinked parent) name one lock.
-pub type LockKey = PathBuf;
+/// The canonical name of a lock: the identity (device and inode) of its
+/// parent directory plus its final component. Aliased paths (a symlinked
+/// parent) name one lock; a parent replaced by another directory at the
+/// same path names another lock; and no path has to be read back from the
+/// kernel (no `/proc/self/fd`, no ` (deleted)` ambiguity).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LockKey {
+    pub parent_dev: u64,
+    pub parent_ino: u64,
+    pub name: OsString,
+}
+
+impl LockKey {
+    /// The key of `name` in the open directory `parent`.
+    pub fn of(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Self, Errno> {
+        let stat = rustix::fs::fstat(parent)?;
+        Ok(LockKey {
+            parent_dev: fsx::dev_of(&stat),
+            parent_ino: fsx::ino_of(&stat),
+            name: name.to_os_string(),
+        })
+    }
+}
 
 /// Where a generation lives on disk and what it published.
 #[derive(Debug)]
 pub struct Generation {
     pub id: u64,
     pub key: LockKey,
+    /// The lock's path as the caller named it, for messages.
+    pub lock_path: PathBuf,
     /// The parent directory, opened when the lock was published; release
     /// works relative to it even if the path is renamed meanwhile.
     pub parent: OwnedFd,
@@ -41,8 +64,6 @@ pub struct Generation {
     /// The exact record bytes this generation wrote.
     pub record_bytes: Vec<u8>,
     pub owner_token: String,
-    /// The host rules of the acquisition, for judging debris on release.
-    pub policy: HostPolicy,
 }
 
 /// Where a generation is in its life.
@@ -239,9 +260,17 @@ fn wake_head(table: &Table, key: &LockKey) {
 mod tests {
     use super::*;
 
+    fn test_key() -> LockKey {
+        LockKey {
+            parent_dev: 0,
+            parent_ino: next_id(),
+            name: OsString::from("f.lock"),
+        }
+    }
+
     #[test]
     fn nobody_goes_ahead_while_an_acquisition_is_arriving_or_queued() {
-        let key = PathBuf::from(format!("/arrival-test-{}", next_id()));
+        let key = test_key();
         let arriving = arrive();
         assert!(
             !nobody_waits_for(&key),
@@ -258,7 +287,7 @@ mod tests {
 
     #[test]
     fn queue_is_fifo_and_wakes_the_next_head() {
-        let key = PathBuf::from(format!("/queue-test-{}", next_id()));
+        let key = test_key();
         let second_wake = Arc::new(Notify::new());
         // Joined out of order: the queue follows the sequence numbers.
         let third = enqueue(key.clone(), 30, Arc::new(Notify::new()));

@@ -7,10 +7,46 @@
 //! host-qualified record seen without a host id, or an unqualified record
 //! seen with one) → no; PID reuse proven by a canonical start time → yes;
 //! owner alive → no; owner proven dead → yes; anything else → no.
+//!
+//! Whether the owner is alive is decided by its incarnation when the
+//! record carries one (boot id, start ticks, pid namespace; see
+//! [`crate::sys::incarnation`]), which no clock step or container moves:
+//! another boot → it died with that boot; another pid namespace → unknown
+//! (its pid names nobody we can see); same boot and namespace → alive
+//! exactly when the pid runs with the same start ticks. A record without
+//! one (the original module's) keeps the `utc-v1` rule, with a tolerance
+//! for the wall clock: see [`legacy_start_matches`].
 
 use crate::lock::observe::{Observation, Owner};
 use crate::lock::record::OwnerRecord;
+use crate::sys::lstart::{CLOCK_SLACK_SECS, parse_lstart};
 use crate::sys::process::Probe;
+use crate::sys::{incarnation, lstart, process};
+
+/// The judge: this process's boot and pid namespace, and how it asks the
+/// kernel about a pid. Parameters, so the rules can be tested without
+/// processes or clocks.
+pub struct Observer<'a> {
+    pub boot_id: Option<&'a str>,
+    pub pid_ns: Option<u64>,
+    pub probe: &'a dyn Fn(u32) -> Probe,
+    /// The wall-clock start (seconds since the epoch) of a process that
+    /// started this many clock ticks after boot, as `ps` renders it now.
+    pub start_secs: &'a dyn Fn(u64) -> Option<u64>,
+}
+
+impl Observer<'static> {
+    /// This process, asking the kernel.
+    pub fn local() -> Self {
+        let (boot_id, pid_ns) = incarnation::observer();
+        Observer {
+            boot_id,
+            pid_ns,
+            probe: &process::probe,
+            start_secs: &lstart::start_secs,
+        }
+    }
+}
 
 /// Whose lock this process may judge: its host identity and the earlier
 /// identities of this same host.
@@ -42,15 +78,19 @@ impl HostPolicy {
 /// What the kernel says about a record's owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Liveness {
-    /// Running, and not contradicted by the start time.
+    /// Running, and not contradicted by its start.
     Live,
-    /// The pid runs, but a different process: the canonical start time
-    /// differs.
+    /// The pid runs, but a different process: its start differs.
     PidReused,
     /// Exited, not yet reaped by its parent (a zombie).
     DeadNotReaped,
     /// No such process.
     Dead,
+    /// The record was written during an earlier boot of this machine.
+    PreviousBoot,
+    /// The record's pid belongs to another pid namespace (a container, or
+    /// the host seen from one): it names nobody we can probe.
+    ForeignNamespace,
     /// Cannot tell (foreign host, pid out of range, probe failure).
     Unknown,
 }
@@ -62,6 +102,8 @@ impl Liveness {
             Liveness::PidReused => "pid_reused",
             Liveness::DeadNotReaped => "dead_not_reaped",
             Liveness::Dead => "dead",
+            Liveness::PreviousBoot => "previous_boot",
+            Liveness::ForeignNamespace => "foreign_pid_namespace",
             Liveness::Unknown => "unknown",
         }
     }
@@ -70,25 +112,58 @@ impl Liveness {
     pub fn proves_gone(self) -> bool {
         matches!(
             self,
-            Liveness::PidReused | Liveness::DeadNotReaped | Liveness::Dead
+            Liveness::PidReused | Liveness::DeadNotReaped | Liveness::Dead | Liveness::PreviousBoot
         )
     }
 }
 
-/// The liveness of a record's owner on this host, from one probe.
-pub fn liveness_of(record: &OwnerRecord, probe: impl Fn(u32) -> Probe) -> Liveness {
+/// The liveness of a record's owner, as `observer` sees it.
+pub fn liveness_of(record: &OwnerRecord, observer: &Observer<'_>) -> Liveness {
     let Some(pid) = record.pid_u32() else {
         return Liveness::Unknown;
     };
-    match probe(pid) {
-        Probe::Running { start_time } => match (record.canonical_start_time(), start_time) {
-            (Some(recorded), Some(current)) if recorded != current => Liveness::PidReused,
-            _ => Liveness::Live,
-        },
+    if let (Some(theirs), Some(ours)) = (record.boot_id.as_deref(), observer.boot_id)
+        && theirs != ours
+    {
+        return Liveness::PreviousBoot;
+    }
+    if let Some(theirs) = record.pid_ns.as_deref()
+        && observer.pid_ns.map(|ours| ours.to_string()).as_deref() != Some(theirs)
+    {
+        return Liveness::ForeignNamespace;
+    }
+    match (observer.probe)(pid) {
+        Probe::Running { start_ticks } => {
+            let same = match (record.start_ticks(), start_ticks) {
+                (Some(recorded), Some(now)) => recorded == now,
+                (Some(_), None) => true,
+                (None, now) => legacy_start_matches(record, now.and_then(observer.start_secs)),
+            };
+            if same {
+                Liveness::Live
+            } else {
+                Liveness::PidReused
+            }
+        }
         Probe::Exited => Liveness::DeadNotReaped,
         Probe::Gone => Liveness::Dead,
         Probe::Unknown => Liveness::Unknown,
     }
+}
+
+/// The `utc-v1` rule for a record without an incarnation (the original
+/// module's): only a canonical `start_time` can prove reuse, and only when
+/// it is not the running process's start. Both are `ps -o lstart`
+/// renderings of the wall clock, so two within [`CLOCK_SLACK_SECS`] are the
+/// same start seen across `btime` rounding or a clock step; anything
+/// further apart, or not a time at all, is another process.
+fn legacy_start_matches(record: &OwnerRecord, running_since: Option<u64>) -> bool {
+    let (Some(recorded), Some(running_since)) = (record.canonical_start_time(), running_since)
+    else {
+        return true;
+    };
+    parse_lstart(recorded)
+        .is_some_and(|recorded| recorded.abs_diff(running_since) <= CLOCK_SLACK_SECS)
 }
 
 /// Why a lock is (or is not) removable; stable strings for JS.
@@ -106,6 +181,8 @@ pub enum Reason {
     OwnerAlive,
     OwnerDead,
     OwnerDeadNotReaped,
+    OwnerPreviousBoot,
+    ForeignPidNamespace,
     LivenessUnknown,
 }
 
@@ -124,6 +201,8 @@ impl Reason {
             Reason::OwnerAlive => "owner_alive",
             Reason::OwnerDead => "owner_dead",
             Reason::OwnerDeadNotReaped => "owner_dead_not_reaped",
+            Reason::OwnerPreviousBoot => "owner_previous_boot",
+            Reason::ForeignPidNamespace => "foreign_pid_namespace",
             Reason::LivenessUnknown => "liveness_unknown",
         }
     }
@@ -154,7 +233,7 @@ pub fn judge(
     policy: &HostPolicy,
     stale_ms: f64,
     now_ns: i128,
-    probe: impl Fn(u32) -> Probe,
+    observer: &Observer<'_>,
 ) -> Verdict {
     let owner = match observation {
         Observation::Missing => return Verdict::keep(Reason::Free),
@@ -180,16 +259,12 @@ pub fn judge(
             };
         }
     };
-    judge_record(record, policy, probe)
+    judge_record(record, policy, observer)
 }
 
 /// The verdict on a valid owner record (the last rules of [`judge`]): it
 /// depends on the record alone, not on the tree around it.
-pub fn judge_record(
-    record: &OwnerRecord,
-    policy: &HostPolicy,
-    probe: impl Fn(u32) -> Probe,
-) -> Verdict {
+pub fn judge_record(record: &OwnerRecord, policy: &HostPolicy, observer: &Observer<'_>) -> Verdict {
     if policy.is_foreign(record.owner_host_id.as_deref()) {
         return Verdict {
             stale: false,
@@ -197,12 +272,14 @@ pub fn judge_record(
             liveness: Some(Liveness::Unknown),
         };
     }
-    let liveness = liveness_of(record, probe);
+    let liveness = liveness_of(record, observer);
     let reason = match liveness {
         Liveness::PidReused => Reason::PidReused,
         Liveness::Live => Reason::OwnerAlive,
         Liveness::Dead => Reason::OwnerDead,
         Liveness::DeadNotReaped => Reason::OwnerDeadNotReaped,
+        Liveness::PreviousBoot => Reason::OwnerPreviousBoot,
+        Liveness::ForeignNamespace => Reason::ForeignPidNamespace,
         Liveness::Unknown => Reason::LivenessUnknown,
     };
     Verdict {
@@ -216,6 +293,17 @@ pub fn judge_record(
 mod tests {
     use super::*;
     use crate::fs::tree::TreeSnapshot;
+    use crate::sys::lstart::format_lstart;
+
+    const BOOT: &str = "5b1a7f0e-7a44-4c1b-9e5d-1f2a3b4c5d6e";
+    const NS: u64 = 4_026_531_836;
+    /// In these tests a tick is a second after the epoch, so a running
+    /// process that started `T0_SECS` ticks after boot renders as `T0`.
+    const T0_SECS: u64 = 1_796_200_580;
+
+    fn t0() -> String {
+        format_lstart(T0_SECS).unwrap()
+    }
 
     fn record(host: Option<&str>, start: Option<&str>, format: Option<&str>) -> OwnerRecord {
         OwnerRecord {
@@ -223,8 +311,18 @@ mod tests {
             start_time: start.map(str::to_string),
             start_time_format: format.map(str::to_string),
             timestamp: 1.0,
-            owner_token: None,
             owner_host_id: host.map(str::to_string),
+            ..OwnerRecord::default()
+        }
+    }
+
+    /// A record exactlock writes: the legacy keys plus the incarnation.
+    fn incarnated(ticks: u64, boot: &str, ns: u64) -> OwnerRecord {
+        OwnerRecord {
+            process_incarnation: Some(format!("linux:{ticks}")),
+            boot_id: Some(boot.to_string()),
+            pid_ns: Some(ns.to_string()),
+            ..record(None, Some(&t0()), Some("utc-v1"))
         }
     }
 
@@ -246,69 +344,177 @@ mod tests {
         })
     }
 
-    fn running(start: &str) -> impl Fn(u32) -> Probe {
-        let start = start.to_string();
+    fn running(ticks: u64) -> impl Fn(u32) -> Probe {
         move |_| Probe::Running {
-            start_time: Some(start.clone()),
+            start_ticks: Some(ticks),
         }
     }
 
-    const T0: &str = "Wed Dec  2 08:36:20 2026";
+    fn seconds(ticks: u64) -> Option<u64> {
+        Some(ticks)
+    }
+
+    /// An observer on boot [`BOOT`], namespace [`NS`].
+    fn observer(probe: &dyn Fn(u32) -> Probe) -> Observer<'_> {
+        Observer {
+            boot_id: Some(BOOT),
+            pid_ns: Some(NS),
+            probe,
+            start_secs: &seconds,
+        }
+    }
+
+    fn liveness(record: &OwnerRecord, probe: impl Fn(u32) -> Probe) -> Liveness {
+        liveness_of(record, &observer(&probe))
+    }
+
+    fn verdict(
+        observation: &Observation,
+        policy: &HostPolicy,
+        probe: impl Fn(u32) -> Probe,
+    ) -> Verdict {
+        judge(observation, policy, 10_000.0, 0, &observer(&probe))
+    }
 
     #[test]
     fn dead_owner_is_stale_and_zombie_too() {
-        let observation = valid(record(None, Some(T0), Some("utc-v1")));
+        let observation = valid(record(None, Some(&t0()), Some("utc-v1")));
         let policy = HostPolicy::default();
-        assert!(judge(&observation, &policy, 10_000.0, 0, |_| Probe::Gone).stale);
-        let zombie = judge(&observation, &policy, 10_000.0, 0, |_| Probe::Exited);
+        assert!(verdict(&observation, &policy, |_| Probe::Gone).stale);
+        let zombie = verdict(&observation, &policy, |_| Probe::Exited);
         assert_eq!(zombie.reason, Reason::OwnerDeadNotReaped);
         assert!(zombie.stale);
     }
 
     #[test]
     fn live_owner_is_never_stale_however_old() {
-        let observation = valid(record(None, Some(T0), Some("utc-v1")));
+        let observation = valid(record(None, Some(&t0()), Some("utc-v1")));
+        let probe = running(T0_SECS);
         let verdict = judge(
             &observation,
             &HostPolicy::default(),
             0.0,
             i128::MAX / 2,
-            running(T0),
+            &observer(&probe),
         );
         assert_eq!(verdict.reason, Reason::OwnerAlive);
         assert!(!verdict.stale);
     }
 
     #[test]
-    fn pid_reuse_needs_the_canonical_marker() {
-        let canonical = valid(record(None, Some(T0), Some("utc-v1")));
-        let other = running("Thu Dec  3 01:00:00 2026");
+    fn an_incarnation_decides_whatever_the_wall_clock_did() {
+        let ours = incarnated(777, BOOT, NS);
+        // Same ticks: alive, even with a start_time an hour off (the clock
+        // moved, the process did not).
+        let mut stepped = ours.clone();
+        stepped.start_time = format_lstart(T0_SECS + 3600);
+        assert_eq!(liveness(&stepped, running(777)), Liveness::Live);
+        // Other ticks: another process has the pid.
+        assert_eq!(liveness(&ours, running(778)), Liveness::PidReused);
+        // Ticks unreadable now: proof of life only.
         assert_eq!(
-            judge(&canonical, &HostPolicy::default(), 1.0, 0, &other).reason,
+            liveness(&ours, |_| Probe::Running { start_ticks: None }),
+            Liveness::Live
+        );
+        assert_eq!(liveness(&ours, |_| Probe::Gone), Liveness::Dead);
+        assert_eq!(liveness(&ours, |_| Probe::Exited), Liveness::DeadNotReaped);
+    }
+
+    #[test]
+    fn another_boot_proves_death_and_another_namespace_proves_nothing() {
+        let other_boot = incarnated(777, "00000000-0000-4000-8000-000000000000", NS);
+        assert_eq!(liveness(&other_boot, running(777)), Liveness::PreviousBoot);
+        let other_ns = incarnated(777, BOOT, NS + 1);
+        // Whatever the pid looks like from here: dead, reused or alive.
+        for probe in [
+            Probe::Gone,
+            Probe::Exited,
+            Probe::Running {
+                start_ticks: Some(1),
+            },
+        ] {
+            let probe = move |_| probe.clone();
+            assert_eq!(liveness(&other_ns, probe), Liveness::ForeignNamespace);
+        }
+        let policy = HostPolicy::default();
+        let judged = verdict(&valid(other_ns), &policy, |_| Probe::Gone);
+        assert_eq!(
+            (judged.stale, judged.reason),
+            (false, Reason::ForeignPidNamespace)
+        );
+        let judged = verdict(&valid(other_boot), &policy, running(777));
+        assert_eq!(
+            (judged.stale, judged.reason),
+            (true, Reason::OwnerPreviousBoot)
+        );
+        // An observer that cannot tell its own namespace proves nothing
+        // about a record that names one.
+        let probe = |_| Probe::Gone;
+        let blind = Observer {
+            pid_ns: None,
+            ..observer(&probe)
+        };
+        assert_eq!(
+            liveness_of(&incarnated(777, BOOT, NS), &blind),
+            Liveness::ForeignNamespace
+        );
+    }
+
+    #[test]
+    fn a_legacy_start_time_within_the_clock_slack_is_the_same_process() {
+        let at = |secs: u64| record(None, format_lstart(secs).as_deref(), Some("utc-v1"));
+        for off_by in [0, 1, CLOCK_SLACK_SECS] {
+            assert_eq!(
+                liveness(&at(T0_SECS + off_by), running(T0_SECS)),
+                Liveness::Live
+            );
+            assert_eq!(
+                liveness(&at(T0_SECS - off_by), running(T0_SECS)),
+                Liveness::Live
+            );
+        }
+        assert_eq!(
+            liveness(&at(T0_SECS + CLOCK_SLACK_SECS + 1), running(T0_SECS)),
+            Liveness::PidReused
+        );
+        assert_eq!(
+            liveness(&at(T0_SECS - 3600), running(T0_SECS)),
+            Liveness::PidReused
+        );
+        // Not a time at all: upstream's own test writes such a value to
+        // prove reuse.
+        let odd = record(None, Some("different-incarnation"), Some("utc-v1"));
+        assert_eq!(liveness(&odd, running(T0_SECS)), Liveness::PidReused);
+    }
+
+    #[test]
+    fn pid_reuse_needs_the_canonical_marker() {
+        let canonical = valid(record(None, Some(&t0()), Some("utc-v1")));
+        let other = running(T0_SECS + 86_400);
+        assert_eq!(
+            verdict(&canonical, &HostPolicy::default(), &other).reason,
             Reason::PidReused
         );
         for legacy in [
-            record(None, Some(T0), None),
-            record(None, Some(T0), Some("utc-v1-old")),
+            record(None, Some(&t0()), None),
+            record(None, Some(&t0()), Some("utc-v1-old")),
             record(None, Some("unknown"), Some("utc-v1")),
             record(None, None, Some("utc-v1")),
         ] {
-            let verdict = judge(&valid(legacy), &HostPolicy::default(), 1.0, 0, &other);
-            assert_eq!(verdict.reason, Reason::OwnerAlive);
+            let judged = verdict(&valid(legacy), &HostPolicy::default(), &other);
+            assert_eq!(judged.reason, Reason::OwnerAlive);
         }
         // An unknown current start time never proves reuse.
-        let unknown_now = |_| Probe::Running { start_time: None };
-        assert!(!judge(&canonical, &HostPolicy::default(), 1.0, 0, unknown_now).stale);
+        let unknown_now = |_| Probe::Running { start_ticks: None };
+        assert!(!verdict(&canonical, &HostPolicy::default(), unknown_now).stale);
     }
 
     #[test]
     fn unknown_liveness_is_kept() {
-        let observation = valid(record(None, Some(T0), Some("utc-v1")));
-        let verdict = judge(&observation, &HostPolicy::default(), 0.0, 0, |_| {
-            Probe::Unknown
-        });
-        assert_eq!(verdict.reason, Reason::LivenessUnknown);
-        assert!(!verdict.stale);
+        let observation = valid(record(None, Some(&t0()), Some("utc-v1")));
+        let judged = verdict(&observation, &HostPolicy::default(), |_| Probe::Unknown);
+        assert_eq!(judged.reason, Reason::LivenessUnknown);
+        assert!(!judged.stale);
     }
 
     #[test]
@@ -323,68 +529,58 @@ mod tests {
         let qualified_ours = valid(record(Some("h1"), None, None));
         let qualified_previous = valid(record(Some("h0"), None, None));
         let unqualified = valid(record(None, None, None));
+        assert_eq!(verdict(&foreign, &ours, gone).reason, Reason::ForeignHost);
         assert_eq!(
-            judge(&foreign, &ours, 0.0, 0, gone).reason,
+            verdict(&qualified_ours, &none, gone).reason,
             Reason::ForeignHost
         );
         assert_eq!(
-            judge(&qualified_ours, &none, 0.0, 0, gone).reason,
+            verdict(&unqualified, &ours, gone).reason,
             Reason::ForeignHost
         );
-        assert_eq!(
-            judge(&unqualified, &ours, 0.0, 0, gone).reason,
-            Reason::ForeignHost
-        );
-        assert!(judge(&qualified_ours, &ours, 0.0, 0, gone).stale);
-        assert!(judge(&qualified_previous, &ours, 0.0, 0, gone).stale);
+        assert!(verdict(&qualified_ours, &ours, gone).stale);
+        assert!(verdict(&qualified_previous, &ours, gone).stale);
     }
 
     #[test]
     fn records_that_do_not_validate_are_kept() {
         let gone = |_| Probe::Gone;
         for owner in [Owner::Malformed, Owner::Unrecognized] {
-            let verdict = judge(
+            let judged = judge(
                 &lock(owner),
                 &HostPolicy::default(),
                 0.0,
                 i128::MAX / 2,
-                gone,
+                &observer(&gone),
             );
-            assert_eq!(verdict.reason, Reason::MalformedRecord);
+            assert_eq!(judged.reason, Reason::MalformedRecord);
         }
         let refused = Observation::Refused {
             code: "reparse_point",
         };
-        assert!(!judge(&refused, &HostPolicy::default(), 0.0, 0, gone).stale);
+        assert!(!verdict(&refused, &HostPolicy::default(), gone).stale);
         let transient = Observation::Transient { code: "EACCES" };
-        assert!(!judge(&transient, &HostPolicy::default(), 0.0, 0, gone).stale);
+        assert!(!verdict(&transient, &HostPolicy::default(), gone).stale);
     }
 
     #[test]
     fn legacy_empty_dir_ages_out_unless_host_aware() {
         let gone = |_| Probe::Gone;
         let empty = lock(Owner::NoRecord { dir_mtime_ns: 0 });
-        let fresh = judge(
-            &empty,
-            &HostPolicy::default(),
-            10_000.0,
-            5_000_000_000,
-            gone,
+        let at =
+            |now_ns, policy: &HostPolicy| judge(&empty, policy, 10_000.0, now_ns, &observer(&gone));
+        assert_eq!(
+            at(5_000_000_000, &HostPolicy::default()).reason,
+            Reason::LegacyEmptyFresh
         );
-        assert_eq!(fresh.reason, Reason::LegacyEmptyFresh);
-        let aged = judge(
-            &empty,
-            &HostPolicy::default(),
-            10_000.0,
-            11_000_000_000,
-            gone,
-        );
-        assert!(aged.stale);
+        assert!(at(11_000_000_000, &HostPolicy::default()).stale);
         let host_aware = HostPolicy {
             owner_host_id: Some("h1".into()),
             previous_owner_host_ids: Vec::new(),
         };
-        let verdict = judge(&empty, &host_aware, 10_000.0, 11_000_000_000, gone);
-        assert_eq!(verdict.reason, Reason::NoRecordHostAware);
+        assert_eq!(
+            at(11_000_000_000, &host_aware).reason,
+            Reason::NoRecordHostAware
+        );
     }
 }

@@ -1,11 +1,15 @@
 //! A test seam for fault injection: makes a named step fail with a chosen
-//! code, once or always. Unarmed (the normal case) it costs one relaxed
-//! atomic load per step. It is armed only through `injectFaultForTesting`,
-//! which the facade exposes on `FileLockTestHooks` for tests.
+//! code, once or always, or stall for a while (a slow or hung filesystem,
+//! a window for a race). Unarmed (the normal case) it costs one relaxed
+//! atomic load per step. It is armed only through `injectFaultForTesting`
+//! and `injectDelayForTesting`, which the facade exposes for tests.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 /// Steps that can be made to fail.
 pub const STEPS: &[&str] = &[
@@ -16,6 +20,11 @@ pub const STEPS: &[&str] = &[
     "release.snapshot",
     "release.remove",
 ];
+
+/// Steps that can be made to stall, each right before its syscalls: one
+/// attempt of an acquisition, one release attempt, and the moment between
+/// creating a missing parent directory and opening it.
+pub const DELAY_STEPS: &[&str] = &["attempt", "release", "parent.created"];
 
 /// Codes a fault may carry (errno names the lock treats as the kernel's).
 pub const CODES: &[&str] = &["EBUSY", "EACCES", "EPERM", "ENOSPC", "EIO", "ENOTEMPTY"];
@@ -54,9 +63,68 @@ pub fn arm(step: &str, code: &str, times: Option<u32>) -> bool {
     true
 }
 
-/// Disarms every fault.
+struct Delay {
+    duration: Duration,
+    /// Only names (lock names, directory names) containing these bytes.
+    only: Option<Vec<u8>>,
+    /// `None` = always; `Some(n)` = the next n times.
+    remaining: Option<u32>,
+}
+
+fn delays() -> &'static Mutex<HashMap<&'static str, Delay>> {
+    static DELAYS: OnceLock<Mutex<HashMap<&'static str, Delay>>> = OnceLock::new();
+    DELAYS.get_or_init(Mutex::default)
+}
+
+/// Arms `step` to stall for `ms` milliseconds on names containing `only`
+/// (any name when `None`), the next `times` times (`None`: always).
+/// Returns false for an unknown step.
+pub fn arm_delay(step: &str, ms: u32, only: Option<&str>, times: Option<u32>) -> bool {
+    let Some(step) = DELAY_STEPS.iter().find(|s| **s == step) else {
+        return false;
+    };
+    delays().lock().unwrap_or_else(|p| p.into_inner()).insert(
+        step,
+        Delay {
+            duration: Duration::from_millis(u64::from(ms)),
+            only: only.map(|only| only.as_bytes().to_vec()),
+            remaining: times,
+        },
+    );
+    ARMED.store(true, Ordering::SeqCst);
+    true
+}
+
+/// Stalls the calling thread if `step` is armed for `name`. Call it only
+/// where a blocking syscall could stand: never on the thread that drives
+/// waiting.
+pub fn pause(step: &'static str, name: &OsStr) {
+    if !ARMED.load(Ordering::Relaxed) {
+        return;
+    }
+    let duration = {
+        let mut delays = delays().lock().unwrap_or_else(|p| p.into_inner());
+        let Some(delay) = delays.get_mut(step) else {
+            return;
+        };
+        let matches = delay.only.as_deref().is_none_or(|only| {
+            only.is_empty() || name.as_bytes().windows(only.len()).any(|w| w == only)
+        });
+        match &mut delay.remaining {
+            _ if !matches => return,
+            Some(0) => return,
+            Some(n) => *n -= 1,
+            None => {}
+        }
+        delay.duration
+    };
+    std::thread::sleep(duration);
+}
+
+/// Disarms every fault and delay.
 pub fn clear() {
     faults().lock().unwrap_or_else(|p| p.into_inner()).clear();
+    delays().lock().unwrap_or_else(|p| p.into_inner()).clear();
     ARMED.store(false, Ordering::SeqCst);
 }
 

@@ -5,5 +5,7 @@
 
 pub mod errno;
 pub mod faults;
+pub mod incarnation;
+pub mod lstart;
 pub mod process;
 pub mod wait;

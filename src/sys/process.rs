@@ -1,33 +1,21 @@
-//! Process identity for lock records: "is pid N alive?" and "when did it
-//! start?", answered from `/proc` without spawning anything.
+//! "Is pid N alive, and which process is it?", answered from `/proc`
+//! without spawning anything.
 //!
-//! A lock record names its owner by pid plus start time. The pid alone is not
-//! an identity (pids are reused), so a stale-lock verdict needs both: the pid
-//! is dead, or it is alive but started at a different time than recorded. The
-//! start time must be the exact string `ps -o lstart= -p PID` prints under
-//! `LC_ALL=C TZ=UTC`, because records written by the original TypeScript
-//! module (which shells out to `ps`) and by exactlock are compared for byte
-//! equality. Spawning `ps` costs milliseconds and a fork per probe; reading
-//! `/proc/<pid>/stat` costs microseconds.
-//!
-//! How procps-ng 4.0.x computes `lstart` (ps/output.c, `pr_lstart`):
-//! `t = boot_time() + TICS_BEGAN / Hertz`, where `boot_time()` is the `btime`
-//! line of `/proc/stat` (an integer), `TICS_BEGAN` is field 22 of
-//! `/proc/<pid>/stat` and `Hertz` is `sysconf(_SC_CLK_TCK)`, both integers, so
-//! the division truncates. `t` is then formatted with
-//! `strftime("%a %b %e %H:%M:%S %Y", localtime(t))`. [`start_time`] does the
-//! same arithmetic and formats in UTC by hand; the tests compare it with `ps`
-//! for every process on the machine.
+//! A pid alone is not an identity (pids are reused), so a stale-lock
+//! verdict needs the pid's state (running, exited-but-not-reaped, gone) and
+//! when the process started: field 22 of `/proc/<pid>/stat`, its start in
+//! clock ticks since boot. The ticks are independent of the wall clock; the
+//! wall-clock rendering the original module records lives in
+//! [`crate::sys::lstart`], and this process's own full identity (boot id,
+//! ticks, pid namespace) in [`crate::sys::incarnation`].
 //!
 //! macOS and other non-Linux systems: rustix exposes no safe wrapper for
 //! `proc_pidinfo`/`sysctl(KERN_PROC)`, and this crate allows no `unsafe`, so
-//! there [`start_time`] is always `None` ([`current_start_time`] is
-//! `"unknown"`), and [`probe`] only has `kill(pid, 0)`: it can tell `Gone`
-//! from `Running { start_time: None }` but never reports `Exited`. Such
-//! records can therefore never be reclaimed on a start-time mismatch, only on
-//! ESRCH, which is the safe direction.
+//! there [`probe`] only has `kill(pid, 0)`: it can tell `Gone` from
+//! `Running { start_ticks: None }` but never reports `Exited`. Such owners
+//! can therefore never be reclaimed on a start-time mismatch, only on ESRCH,
+//! which is the safe direction.
 
-use std::fmt::Write as _;
 use std::sync::OnceLock;
 
 use rustix::fs::{self, Mode, OFlags};
@@ -37,10 +25,11 @@ use rustix::process::Pid;
 /// What the OS says about a pid, from one read of `/proc/<pid>/stat`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Probe {
-    /// The process exists and has not exited. `start_time` is `None` when it
-    /// exists but its start time cannot be read (e.g. `/proc` mounted with
-    /// `hidepid`, or not a Linux `/proc`): proof of life, but no identity.
-    Running { start_time: Option<String> },
+    /// The process exists and has not exited. `start_ticks` (clock ticks
+    /// after boot) is `None` when it exists but its start cannot be read
+    /// (e.g. `/proc` mounted with `hidepid`, or not a Linux `/proc`): proof
+    /// of life, but no identity.
+    Running { start_ticks: Option<u64> },
     /// The process has exited but its parent has not reaped it yet (state `Z`
     /// or `X`): the pid still exists, the owner is dead.
     Exited,
@@ -51,33 +40,10 @@ pub enum Probe {
     Unknown,
 }
 
-/// The start time of `pid` exactly as `ps -o lstart= -p PID` prints it with
-/// `LC_ALL=C TZ=UTC` (e.g. `Wed Dec  2 08:36:20 2026`), or `None` if it
-/// cannot be had (no such pid, `/proc` hidden or absent, not Linux).
-///
-/// Like `ps`, this also answers for a zombie: its start time is still known.
-pub fn start_time(pid: u32) -> Option<String> {
-    let pid = valid_pid(pid)?;
-    let stat = read_stat(pid).ok()?;
-    format_start_time(stat.start_ticks)
-}
-
-/// This process's start time (see [`start_time`]), or `"unknown"`.
-///
-/// A successful answer is cached for the life of the process (it cannot
-/// change, and every lock record we write carries it). A failure is not
-/// cached, so a transient error (e.g. EMFILE at the first call) does not make
-/// every later record say `unknown`. A `fork()`ed child without `exec` would
-/// inherit the parent's cached value; Node and Bun never do that.
-pub fn current_start_time() -> &'static str {
-    static CURRENT: OnceLock<String> = OnceLock::new();
-    if let Some(value) = CURRENT.get() {
-        return value;
-    }
-    match start_time(std::process::id()) {
-        Some(value) => CURRENT.get_or_init(|| value),
-        None => "unknown",
-    }
+/// The parsed `/proc/<pid>/stat` of `pid` (zombies included), or `None`
+/// when it cannot be read.
+pub fn stat_of(pid: u32) -> Option<Stat> {
+    read_stat(valid_pid(pid)?).ok()
 }
 
 /// Answers both questions a lock asks about a recorded owner pid, from one
@@ -85,7 +51,7 @@ pub fn current_start_time() -> &'static str {
 ///
 /// When `/proc` cannot answer, `kill(pid, 0)` decides: ESRCH is proof the pid
 /// is gone whatever `/proc` said. If the signal check says the pid exists,
-/// the answer is `Running { start_time: None }` when `/proc` merely hid it
+/// the answer is `Running { start_ticks: None }` when `/proc` merely hid it
 /// (ENOENT, EACCES, EPERM, ESRCH: `hidepid`, no `/proc`, a foreign pid
 /// namespace's `/proc`, or a race with the exit), and `Unknown` for any other
 /// failure (EIO, EMFILE...), since then we cannot even tell a zombie.
@@ -106,7 +72,7 @@ pub fn probe(pid: u32) -> Probe {
         // EPERM: it exists but belongs to someone we may not signal.
         Ok(()) | Err(Errno::PERM) => match proc_error {
             StatError::Os(Errno::NOENT | Errno::ACCESS | Errno::PERM | Errno::SRCH)
-            | StatError::ForeignProc => Probe::Running { start_time: None },
+            | StatError::ForeignProc => Probe::Running { start_ticks: None },
             StatError::Os(_) | StatError::Malformed => Probe::Unknown,
         },
         Err(_) => Probe::Unknown,
@@ -121,12 +87,12 @@ fn classify(stat: &Stat) -> Probe {
         // then num_threads (which counts the leader until the group is
         // reaped) is above 1, and the process is alive and may hold the lock.
         b'Z' if stat.num_threads > 1 => Probe::Running {
-            start_time: format_start_time(stat.start_ticks),
+            start_ticks: Some(stat.start_ticks),
         },
         // X: dead, being reaped right now. x: the same on kernels < 4.14.
         b'Z' | b'X' | b'x' => Probe::Exited,
         _ => Probe::Running {
-            start_time: format_start_time(stat.start_ticks),
+            start_ticks: Some(stat.start_ticks),
         },
     }
 }
@@ -139,13 +105,13 @@ fn valid_pid(pid: u32) -> Option<Pid> {
 
 /// The fields of `/proc/<pid>/stat` a lock needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Stat {
+pub struct Stat {
     /// Field 3, one letter (`R`, `S`, `Z`...).
-    state: u8,
+    pub state: u8,
     /// Field 20.
-    num_threads: u64,
+    pub num_threads: u64,
     /// Field 22: clock ticks after boot.
-    start_ticks: u64,
+    pub start_ticks: u64,
 }
 
 /// Why `/proc/<pid>/stat` gave no [`Stat`].
@@ -170,15 +136,33 @@ fn read_stat(pid: Pid) -> Result<Stat, StatError> {
     if !proc_is_ours() {
         return Err(StatError::ForeignProc);
     }
-    let path = format!("/proc/{}/stat", pid.as_raw_nonzero());
-    let fd = retry_intr(|| {
-        fs::open(
-            path.as_str(),
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
+    let pid = pid.as_raw_nonzero().get();
+    read_stat_file(&format!("/proc/{pid}/stat"), Some(pid))
+}
+
+/// This process's own `/proc/self/stat`. `self` names us in whatever pid
+/// namespace the mounted `/proc` belongs to, so this works under a foreign
+/// `/proc` too (where the line's leading pid is not our `getpid()`).
+/// `Err(ENOENT)` when `/proc` is not mounted at all.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn self_stat() -> Result<Stat, Errno> {
+    read_stat_file("/proc/self/stat", None).map_err(|error| match error {
+        StatError::Os(errno) => errno,
+        StatError::Malformed | StatError::ForeignProc => Errno::IO,
     })
-    .map_err(StatError::Os)?;
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn self_stat() -> Result<Stat, Errno> {
+    Err(Errno::NOSYS)
+}
+
+/// Reads and parses one stat file; with `pid`, its leading pid must be
+/// that one.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn read_stat_file(path: &str, pid: Option<i32>) -> Result<Stat, StatError> {
+    let fd = retry_intr(|| fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()))
+        .map_err(StatError::Os)?;
     let mut buf = [0u8; STAT_LIMIT];
     let mut filled = 0;
     // procfs produces the whole line in the first read when the buffer is big
@@ -194,7 +178,7 @@ fn read_stat(pid: Pid) -> Result<Stat, StatError> {
             Err(errno) => return Err(StatError::Os(errno)),
         }
     }
-    parse_stat(pid.as_raw_nonzero().get(), &buf[..filled]).ok_or(StatError::Malformed)
+    parse_stat(pid, &buf[..filled]).ok_or(StatError::Malformed)
 }
 
 /// Without a Linux `/proc` there is nothing to read (see the module docs).
@@ -208,13 +192,14 @@ fn read_stat(_pid: Pid) -> Result<Stat, StatError> {
 /// comm is whatever the process named itself (up to 15 bytes, 64 for kernel
 /// threads) and may contain spaces and `)`, so it ends at the LAST `)` of
 /// the line; every field after it is a number, so that `)` cannot be forged.
-fn parse_stat(pid: i32, line: &[u8]) -> Option<Stat> {
+fn parse_stat(pid: Option<i32>, line: &[u8]) -> Option<Stat> {
     let open = line.iter().position(|&b| b == b'(')?;
     let close = line.iter().rposition(|&b| b == b')')?;
     // The leading pid must be the one we asked for: a cheap guard against
     // reading something else than we meant to.
     let head = std::str::from_utf8(&line[..open]).ok()?;
-    if head.trim_end().parse::<i32>().ok()? != pid {
+    let leading = head.trim_end().parse::<i32>().ok()?;
+    if pid.is_some_and(|pid| pid != leading) {
         return None;
     }
     let rest = std::str::from_utf8(line.get(close + 1..)?).ok()?;
@@ -254,123 +239,8 @@ fn proc_is_ours() -> bool {
     *OURS.get_or_init(|| ours)
 }
 
-/// Wall-clock start in seconds since the epoch, then formatted.
-fn format_start_time(start_ticks: u64) -> Option<String> {
-    let hertz = clock_ticks_per_second()?;
-    let secs = boot_time()?.checked_add(start_ticks / hertz)?;
-    format_lstart(secs)
-}
-
-/// `sysconf(_SC_CLK_TCK)`, the unit of field 22 (100 on every Linux ABI).
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn clock_ticks_per_second() -> Option<u64> {
-    Some(rustix::param::clock_ticks_per_second()).filter(|&hz| hz > 0)
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn clock_ticks_per_second() -> Option<u64> {
-    None
-}
-
-/// The `btime` line of `/proc/stat`: the boot time in whole seconds since the
-/// epoch, exactly the value procps-ng 4.0.x adds to the start ticks.
-///
-/// Not `now - /proc/uptime`: that is fractional and jitters between calls, so
-/// a process starting near a second boundary would print differently from
-/// `ps`. Read once and cached (only on success): `/proc/stat` is large
-/// (one line per CPU and per interrupt) and this value changes only if the
-/// wall clock is stepped, where a stable value within one process is what a
-/// lock wants anyway.
-fn boot_time() -> Option<u64> {
-    static BOOT: OnceLock<u64> = OnceLock::new();
-    if let Some(&secs) = BOOT.get() {
-        return Some(secs);
-    }
-    let secs = read_btime()?;
-    Some(*BOOT.get_or_init(|| secs))
-}
-
-/// Memory bound for `/proc/stat`; the `intr` line grows with the IRQ count,
-/// reaching tens of KiB on big machines.
-const PROC_STAT_LIMIT: usize = 16 << 20;
-
-fn read_btime() -> Option<u64> {
-    let fd = retry_intr(|| {
-        fs::open(
-            "/proc/stat",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-    })
-    .ok()?;
-    let mut bytes = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        let n = retry_intr(|| rustix::io::read(&fd, &mut chunk[..])).ok()?;
-        if n == 0 {
-            break;
-        }
-        if bytes.len() + n > PROC_STAT_LIMIT {
-            return None;
-        }
-        bytes.extend_from_slice(&chunk[..n]);
-    }
-    parse_btime(&bytes)
-}
-
-fn parse_btime(bytes: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    text.lines()
-        .find_map(|line| line.strip_prefix("btime "))
-        .and_then(|value| value.trim().parse().ok())
-}
-
-/// Formats seconds since the epoch as C-locale `%a %b %e %H:%M:%S %Y` in UTC.
-///
-/// By hand rather than `localtime`/`strftime`, so the result cannot depend on
-/// this process's `TZ`, `LC_*` or tz database; that is what makes it equal to
-/// `ps` run with `LC_ALL=C TZ=UTC` whatever environment Node was started in.
-fn format_lstart(secs: u64) -> Option<String> {
-    const WEEKDAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let days = i64::try_from(secs / 86_400).ok()?;
-    let of_day = secs % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    // 1970-01-01 was a Thursday.
-    let weekday = WEEKDAYS[usize::try_from((days + 4) % 7).ok()?];
-    let mut out = String::with_capacity(24);
-    write!(
-        out,
-        "{weekday} {} {day:>2} {:02}:{:02}:{:02} {year}",
-        MONTHS[month as usize - 1],
-        of_day / 3600,
-        of_day / 60 % 60,
-        of_day % 60,
-    )
-    .ok()?;
-    Some(out)
-}
-
-/// Proleptic Gregorian (year, month 1..=12, day 1..=31) of a day count since
-/// 1970-01-01: Howard Hinnant's `civil_from_days`, which works in 400-year
-/// eras starting on March 1 so that the leap day is the last day of a year.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097); // day of era, [0, 146096]
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // day of year from Mar 1, [0, 365]
-    let mp = (5 * doy + 2) / 153; // month from March, [0, 11]
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 /// Repeats a syscall interrupted by a signal.
-fn retry_intr<T>(mut call: impl FnMut() -> rustix::io::Result<T>) -> rustix::io::Result<T> {
+pub fn retry_intr<T>(mut call: impl FnMut() -> rustix::io::Result<T>) -> rustix::io::Result<T> {
     loop {
         match call() {
             Err(Errno::INTR) => continue,

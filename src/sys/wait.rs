@@ -16,7 +16,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustix::fd::{BorrowedFd, OwnedFd};
@@ -39,24 +39,46 @@ struct Watcher {
 
 /// The process's watcher, started on first use inside the tokio runtime.
 /// `None` when inotify is unavailable (other platforms, exhausted limits):
-/// waiters then fall back to the timer.
-fn watcher() -> Option<&'static Arc<Watcher>> {
-    static WATCHER: OnceLock<Option<Arc<Watcher>>> = OnceLock::new();
-    WATCHER
-        .get_or_init(|| {
-            let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).ok()?;
-            let watcher = Arc::new(Watcher {
-                fd: register(fd)?,
-                watches: Mutex::new(HashMap::new()),
-            });
-            tokio::spawn(dispatch(watcher.clone()));
-            Some(watcher)
-        })
-        .as_ref()
+/// waiters then fall back to the timer. A failure is not remembered: one
+/// `EMFILE` must not turn wake-ups off for the rest of the process, so the
+/// next waiter tries again.
+static WATCHER: Mutex<Option<Arc<Watcher>>> = Mutex::new(None);
+
+fn watcher() -> Option<Arc<Watcher>> {
+    let mut slot = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(watcher) = slot.as_ref() {
+        return Some(watcher.clone());
+    }
+    let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).ok()?;
+    let watcher = Arc::new(Watcher {
+        fd: register(fd)?,
+        watches: Mutex::new(HashMap::new()),
+    });
+    tokio::spawn(dispatch(watcher.clone()));
+    *slot = Some(watcher.clone());
+    Some(watcher)
 }
 
-/// Reads events forever and wakes the subscribers they concern.
+/// The watcher if one runs, without starting one.
+fn running_watcher() -> Option<Arc<Watcher>> {
+    WATCHER.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// Reads events until the descriptor fails, waking the subscribers they
+/// concern; then forgets the watcher so that the next waiter starts a new
+/// one (its subscribers fall back to their timers meanwhile).
 async fn dispatch(watcher: Arc<Watcher>) {
+    read_events(&watcher).await;
+    let mut slot = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
+    if slot
+        .as_ref()
+        .is_some_and(|current| Arc::ptr_eq(current, &watcher))
+    {
+        *slot = None;
+    }
+}
+
+async fn read_events(watcher: &Watcher) {
     let mut buffer = [MaybeUninit::<u8>::uninit(); 4096];
     loop {
         let Ok(mut guard) = watcher.fd.readable().await else {
@@ -70,7 +92,7 @@ async fn dispatch(watcher: Arc<Watcher>) {
                         .events()
                         .intersects(ReadFlags::QUEUE_OVERFLOW | ReadFlags::IGNORED);
                     let name = event.file_name().map(|name| name.to_bytes().to_vec());
-                    wake(&watcher, event.wd(), everyone, name.as_deref());
+                    wake(watcher, event.wd(), everyone, name.as_deref());
                 }
                 Err(Errno::AGAIN) => {
                     guard.clear_ready();
@@ -127,7 +149,9 @@ pub fn watch(dir: BorrowedFd<'_>, name: &OsStr, wake: Arc<Notify>) -> Option<Sub
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        let Some(watcher) = watcher() else { return };
+        let Some(watcher) = running_watcher() else {
+            return;
+        };
         let mut watches = watcher.watches.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(subscribers) = watches.get_mut(&self.wd) {
             subscribers.retain(|s| s.id != self.id);
@@ -174,11 +198,11 @@ fn register(fd: OwnedFd) -> Option<AsyncFd<OwnedFd>> {
     unsafe { AsyncFd::register(fd).ok() }
 }
 
-/// A cancellation flag that also wakes the waiter it belongs to.
+/// A cancellation flag that an acquisition can also await.
 #[derive(Default)]
 pub struct Cancel {
     cancelled: AtomicBool,
-    wake: Mutex<Option<Arc<Notify>>>,
+    notify: Notify,
 }
 
 impl Cancel {
@@ -186,23 +210,35 @@ impl Cancel {
         self.cancelled.load(Ordering::SeqCst)
     }
 
-    /// Cancels and wakes the waiter, if one is attached.
+    /// Cancels, and wakes whoever awaits [`Cancel::cancelled`].
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::SeqCst);
-        if let Some(wake) = self.wake.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            wake.notify_one();
-        }
+        self.notify.notify_waiters();
     }
 
-    /// Attaches the waiter to wake on cancellation.
-    pub fn attach(&self, wake: Arc<Notify>) {
-        *self.wake.lock().unwrap_or_else(|p| p.into_inner()) = Some(wake);
+    /// Resolves once cancelled (at once if it already is).
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a cancel in between is seen.
+            notified.as_mut().enable();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
-/// Waits until `wake` is notified, the holder exits, or `delay` passes,
-/// whichever comes first.
-pub async fn until_change(wake: &Notify, holder: Option<&AsyncFd<OwnedFd>>, delay: Duration) {
+/// Waits until `wake` is notified, the holder exits, `cancel` fires or
+/// `delay` passes, whichever comes first.
+pub async fn until_change(
+    wake: &Notify,
+    holder: Option<&AsyncFd<OwnedFd>>,
+    cancel: &Cancel,
+    delay: Duration,
+) {
     let exit = async {
         match holder {
             Some(fd) => {
@@ -216,6 +252,7 @@ pub async fn until_change(wake: &Notify, holder: Option<&AsyncFd<OwnedFd>>, dela
     tokio::select! {
         _ = wake.notified() => {}
         _ = exit => {}
+        _ = cancel.cancelled() => {}
         _ = tokio::time::sleep(delay) => {}
     }
 }

@@ -2,6 +2,8 @@
 //! library itself never spawns anything).
 
 use super::*;
+use crate::sys::incarnation::this_process;
+use crate::sys::lstart::start_time;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -30,10 +32,6 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(1));
     }
-}
-
-fn stat_of(pid: u32) -> Option<Stat> {
-    read_stat(valid_pid(pid)?).ok()
 }
 
 fn sleep_binary() -> PathBuf {
@@ -190,7 +188,12 @@ fn a_zombie_leader_with_live_threads_is_running() {
         return;
     }
     assert!(ps.is_some());
-    assert_eq!(verdict, Probe::Running { start_time: ps });
+    assert!(matches!(
+        verdict,
+        Probe::Running {
+            start_ticks: Some(_)
+        }
+    ));
 }
 
 #[test]
@@ -220,19 +223,16 @@ fn a_pid_that_does_not_exist_is_gone() {
 #[test]
 fn our_own_pid_is_running_with_our_start_time() {
     let me = std::process::id();
-    let current = current_start_time();
-    assert_ne!(current, "unknown");
-    assert_eq!(Some(current.to_string()), ps_lstart(me, "UTC"));
-    let verdict = probe(me);
+    let this = this_process().unwrap();
+    assert_ne!(this.start_time, "unknown");
+    assert_eq!(Some(this.start_time.clone()), ps_lstart(me, "UTC"));
     assert_eq!(
-        verdict,
+        probe(me),
         Probe::Running {
-            start_time: Some(current.to_string())
+            start_ticks: this.start_ticks
         }
     );
-    assert!(matches!(verdict, Probe::Running { .. }));
-    // Cached: the same allocation every time.
-    assert!(std::ptr::eq(current, current_start_time()));
+    assert_eq!(self_stat().ok().map(|s| s.start_ticks), this.start_ticks);
 }
 
 #[test]
@@ -251,12 +251,13 @@ fn a_comm_with_spaces_and_parentheses_parses() {
     });
     let raw = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let verdict = probe(pid);
+    let ticks = stat_of(pid).map(|s| s.start_ticks);
     let ps = ps_lstart(pid, "UTC");
     finish(child);
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(raw.contains(&format!("({name})")), "{raw}");
     assert!(ps.is_some());
-    assert_eq!(verdict, Probe::Running { start_time: ps });
+    assert_eq!(verdict, Probe::Running { start_ticks: ticks });
 }
 
 #[test]
@@ -266,7 +267,7 @@ fn parse_stat_uses_the_last_parenthesis() {
     let line = format!("42 (x) Z 9 (y) S {} 3 0 777 99 100\n", filler.join(" "));
     let line = line.as_bytes();
     assert_eq!(
-        parse_stat(42, line),
+        parse_stat(Some(42), line),
         Some(Stat {
             state: b'S',
             num_threads: 3,
@@ -274,60 +275,16 @@ fn parse_stat_uses_the_last_parenthesis() {
         })
     );
     // The leading pid must be the one asked for.
-    assert_eq!(parse_stat(43, line), None);
+    assert_eq!(parse_stat(Some(43), line), None);
     // Truncated, or a non-numeric field where a number belongs.
-    assert_eq!(parse_stat(42, b"42 (x) S 1 2 3"), None);
+    assert_eq!(parse_stat(Some(42), b"42 (x) S 1 2 3"), None);
     assert_eq!(
-        parse_stat(42, b"42 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 3 0 z"),
+        parse_stat(
+            Some(42),
+            b"42 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 3 0 z"
+        ),
         None
     );
-    assert_eq!(parse_stat(42, b"42 x S 1"), None);
-    assert_eq!(parse_stat(42, b""), None);
-}
-
-#[test]
-fn parse_btime_finds_the_line() {
-    assert_eq!(
-        parse_btime(b"cpu  1 2 3\nintr 5 6\nbtime 1796207732\nprocesses 9\n"),
-        Some(1_796_207_732)
-    );
-    assert_eq!(parse_btime(b"cpu  1 2 3\nxbtime 5\n"), None);
-}
-
-#[test]
-fn format_lstart_matches_known_dates() {
-    // Values checked with `LC_ALL=C TZ=UTC date -d @N '+%a %b %e %H:%M:%S %Y'`.
-    for (secs, text) in [
-        (0, "Thu Jan  1 00:00:00 1970"),
-        (951_782_400, "Tue Feb 29 00:00:00 2000"),
-        (1_796_207_732, "Wed Dec  2 10:35:32 2026"),
-        (4_107_542_400, "Mon Mar  1 00:00:00 2100"),
-        (253_402_300_799, "Fri Dec 31 23:59:59 9999"),
-    ] {
-        assert_eq!(format_lstart(secs).as_deref(), Some(text), "{secs}");
-    }
-}
-
-#[test]
-fn civil_from_days_agrees_with_counting_days() {
-    let (mut year, mut month, mut day) = (1970i64, 1u32, 1u32);
-    for days in 0..(600 * 366) {
-        assert_eq!(civil_from_days(days), (year, month, day), "day {days}");
-        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-        let len = match month {
-            2 if leap => 29,
-            2 => 28,
-            4 | 6 | 9 | 11 => 30,
-            _ => 31,
-        };
-        day += 1;
-        if day > len {
-            day = 1;
-            month += 1;
-            if month > 12 {
-                month = 1;
-                year += 1;
-            }
-        }
-    }
+    assert_eq!(parse_stat(Some(42), b"42 x S 1"), None);
+    assert_eq!(parse_stat(Some(42), b""), None);
 }

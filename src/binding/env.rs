@@ -1,0 +1,115 @@
+//! One scope per JavaScript environment: the main thread, and each
+//! `worker_threads` Worker (Node and Bun). A scope knows its environment's
+//! pending acquisitions and the locks it holds.
+//!
+//! An environment can go away while an acquisition waits on the process-wide
+//! runtime (a Worker terminated): the promise it would resolve is gone, and
+//! so is every JavaScript reference that could release what it wins. A lock
+//! published then would be held by a live pid forever, reclaimable by
+//! no one. So the environment's cleanup hook cancels what is pending and
+//! gives back what is held, and an acquisition that completes after the
+//! teardown gives its lock back at once instead of adopting it.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use napi::{Env, Result};
+
+use crate::lock::acquire::Claim;
+use crate::lock::release;
+use crate::lock::table::Generation;
+use crate::sys::wait::Cancel;
+
+/// What one environment has going.
+#[derive(Default)]
+pub struct Scope {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    torn_down: bool,
+    pending: Vec<Weak<Cancel>>,
+    held: HashSet<u64>,
+}
+
+/// Scopes by environment (the `napi_env` pointer, which is unique while
+/// the environment lives; a scope leaves the map at its teardown).
+fn all_scopes() -> &'static Mutex<HashMap<usize, Arc<Scope>>> {
+    static SCOPES: OnceLock<Mutex<HashMap<usize, Arc<Scope>>>> = OnceLock::new();
+    SCOPES.get_or_init(Mutex::default)
+}
+
+/// The scope of `env`, made (and its cleanup hook registered) on first use.
+pub fn scope_of(env: &Env) -> Result<Arc<Scope>> {
+    let key = env.raw() as usize;
+    let mut scopes = all_scopes().lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(scope) = scopes.get(&key) {
+        return Ok(scope.clone());
+    }
+    let scope = Arc::new(Scope::default());
+    env.add_env_cleanup_hook((key, scope.clone()), |(key, scope)| {
+        all_scopes()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+        scope.tear_down();
+    })?;
+    scopes.insert(key, scope.clone());
+    Ok(scope)
+}
+
+impl Scope {
+    /// Counts an acquisition as pending until it ends; `false` when the
+    /// environment is already gone (then it must not start).
+    pub fn track(&self, cancel: &Arc<Cancel>) -> bool {
+        let mut state = self.lock();
+        state.pending.retain(|pending| pending.strong_count() > 0);
+        if !state.torn_down {
+            state.pending.push(Arc::downgrade(cancel));
+        }
+        !state.torn_down
+    }
+
+    /// Hands a won lock to this environment, which will release it; `None`
+    /// when the environment is gone: the claim is dropped, which gives the
+    /// lock back.
+    pub fn adopt(&self, claim: Claim) -> Option<Arc<Generation>> {
+        let mut state = self.lock();
+        if state.torn_down {
+            drop(state);
+            drop(claim);
+            return None;
+        }
+        let generation = claim.take();
+        state.held.insert(generation.id);
+        Some(generation)
+    }
+
+    /// The environment no longer holds `id` (released, or the release
+    /// failed for good).
+    pub fn forget(&self, id: u64) {
+        self.lock().held.remove(&id);
+    }
+
+    fn tear_down(&self) {
+        let (pending, held) = {
+            let mut state = self.lock();
+            state.torn_down = true;
+            (
+                std::mem::take(&mut state.pending),
+                std::mem::take(&mut state.held),
+            )
+        };
+        for cancel in pending.iter().filter_map(Weak::upgrade) {
+            cancel.cancel();
+        }
+        for id in held {
+            release::give_back(id);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

@@ -1,0 +1,179 @@
+//! Which process this is, in terms no clock step or container can bend:
+//! the boot it belongs to, when it started in that boot, and the pid
+//! namespace its pid means something in.
+//!
+//! - The boot id (`/proc/sys/kernel/random/boot_id`) is a random UUID the
+//!   kernel draws at boot. Another boot id means the owner died with that
+//!   boot. Containers share the kernel, hence the boot id.
+//! - The start, in clock ticks since boot (field 22 of `/proc/<pid>/stat`),
+//!   is counted on the boot clock: a wall-clock step does not move it. Two
+//!   processes with one pid and different ticks are different processes.
+//! - The pid namespace (the inode of `/proc/self/ns/pid`): a pid names a
+//!   process only inside one namespace. A record written in another
+//!   namespace names some process we cannot see by that number.
+//!
+//! The start ticks travel in the record as upstream 0.17's
+//! `process_incarnation`, `linux:<ticks>`: byte-identical to what upstream
+//! writes for the same process, so its readers judge our records by the
+//! ticks too instead of by the wall-clock `start_time`.
+
+use std::sync::OnceLock;
+
+use rustix::fs::{self, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::sys::lstart;
+use crate::sys::process::{self, retry_intr};
+
+/// The value written as `start_time` when it cannot be had.
+pub const UNKNOWN_START_TIME: &str = "unknown";
+
+/// Who this process is, read once (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThisProcess {
+    /// `ps -o lstart=` form of our start, for the original module's
+    /// readers, or `"unknown"`. Rendered once: the original renders its own
+    /// once per process too, and the value only serves readers that compare
+    /// it with a tolerance or by the ticks.
+    pub start_time: String,
+    pub start_ticks: Option<u64>,
+    pub boot_id: Option<String>,
+    pub pid_ns: Option<u64>,
+}
+
+/// The kernel interface exactlock cannot work without is missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcMissing;
+
+/// This process's identity, read on first use and kept for the life of the
+/// process (none of it can change: a process never leaves its boot or its
+/// pid namespace). `Err` when `/proc` is not mounted: then no owner could
+/// ever be proven dead or alive by its start, and exactlock refuses to
+/// lock rather than write records nobody can judge. A failure is not
+/// cached, so a later mount is picked up.
+pub fn this_process() -> Result<&'static ThisProcess, ProcMissing> {
+    static THIS: OnceLock<ThisProcess> = OnceLock::new();
+    if let Some(this) = THIS.get() {
+        return Ok(this);
+    }
+    let start_ticks = match process::self_stat() {
+        Ok(stat) => Some(stat.start_ticks),
+        Err(Errno::NOENT) => return Err(ProcMissing),
+        Err(_) => None,
+    };
+    let start_time = start_ticks
+        .and_then(lstart::start_secs)
+        .and_then(lstart::format_lstart)
+        .unwrap_or_else(|| UNKNOWN_START_TIME.to_string());
+    Ok(THIS.get_or_init(|| ThisProcess {
+        start_time,
+        start_ticks,
+        boot_id: read_boot_id(),
+        pid_ns: read_pid_ns(),
+    }))
+}
+
+/// The boot id and pid namespace of this process, as an observer judging
+/// someone else's record: `None` for what cannot be read.
+pub fn observer() -> (Option<&'static str>, Option<u64>) {
+    match this_process() {
+        Ok(this) => (this.boot_id.as_deref(), this.pid_ns),
+        Err(ProcMissing) => (None, None),
+    }
+}
+
+/// The `process_incarnation` value of a process that started `ticks` after
+/// boot: upstream 0.17's `linux:<ticks>`.
+pub fn incarnation_of_ticks(ticks: u64) -> String {
+    format!("linux:{ticks}")
+}
+
+/// The ticks of an incarnation string written on Linux, `None` for any
+/// other form (another platform's, or not one at all).
+pub fn ticks_of_incarnation(incarnation: &str) -> Option<u64> {
+    let digits = incarnation.strip_prefix("linux:")?;
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    canonical.then(|| digits.parse().ok()).flatten()
+}
+
+/// `/proc/sys/kernel/random/boot_id`: 36 characters of UUID.
+fn read_boot_id() -> Option<String> {
+    let fd = retry_intr(|| {
+        fs::open(
+            "/proc/sys/kernel/random/boot_id",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    })
+    .ok()?;
+    let mut buf = [0u8; 64];
+    let n = retry_intr(|| rustix::io::read(&fd, &mut buf[..])).ok()?;
+    let text = std::str::from_utf8(&buf[..n]).ok()?.trim();
+    uuid::Uuid::parse_str(text).ok()?;
+    Some(text.to_string())
+}
+
+/// The inode of our pid namespace (what `readlink /proc/self/ns/pid`
+/// shows in brackets). `self` resolves to us in whatever namespace the
+/// mounted `/proc` belongs to, and the link names our own namespace.
+// `st_ino`'s raw type differs per platform, so the cast is not redundant
+// everywhere.
+#[allow(clippy::unnecessary_cast)]
+fn read_pid_ns() -> Option<u64> {
+    fs::stat("/proc/self/ns/pid")
+        .ok()
+        .map(|stat| stat.st_ino as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_matches_the_kernel_and_ps() {
+        let this = this_process().expect("/proc is mounted where tests run");
+        let ticks = this.start_ticks.expect("our own ticks are readable");
+        assert_eq!(
+            process::stat_of(std::process::id()).map(|s| s.start_ticks),
+            Some(ticks)
+        );
+        assert_eq!(
+            this.boot_id.as_deref(),
+            std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .ok()
+                .as_deref()
+                .map(str::trim)
+        );
+        let link = std::fs::read_link("/proc/self/ns/pid").unwrap();
+        assert_eq!(
+            link.to_string_lossy(),
+            format!("pid:[{}]", this.pid_ns.unwrap())
+        );
+        assert_eq!(
+            Some(this.start_time.clone()),
+            lstart::start_time(std::process::id())
+        );
+        // Kept: the same allocation every time.
+        assert!(std::ptr::eq(this, this_process().unwrap()));
+    }
+
+    #[test]
+    fn incarnation_strings_round_trip_only_in_upstreams_form() {
+        assert_eq!(incarnation_of_ticks(123456789), "linux:123456789");
+        assert_eq!(ticks_of_incarnation("linux:123456789"), Some(123456789));
+        assert_eq!(ticks_of_incarnation("linux:0"), Some(0));
+        for other in [
+            "linux:",
+            "linux:007",
+            "linux:12a",
+            "linux: 12",
+            "darwin:1:2",
+            "windows:5",
+            "12",
+        ] {
+            assert_eq!(ticks_of_incarnation(other), None, "{other}");
+        }
+    }
+}
