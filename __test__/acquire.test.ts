@@ -837,49 +837,52 @@ describe("abort", () => {
 });
 
 describe("options validation", () => {
-  it.each([[""], [null], [42], ["../escape"], ["relative/state.json"], [undefined]])(
-    "#6 rejects the malformed file path %j before publication",
-    async (filePath) => {
-      let entered = false;
-      const error = await rejectionOf(
-        withFileLock(filePath as string, async () => {
-          entered = true;
-        }),
-      );
-      expect(error).toBeInstanceOf(TypeError);
-      expect(error.code).toBe("ERR_INVALID_ARG_VALUE");
-      expect(error.message).toBe("filePath must be a non-empty absolute path");
-      expect(entered).toBe(false);
-    },
-  );
+  it.each([
+    ["", "ERR_INVALID_ARG_VALUE", 'filePath must be a non-empty absolute path; received ""'],
+    [null, "ERR_INVALID_ARG_TYPE", "filePath must be a string; received null"],
+    [42, "ERR_INVALID_ARG_TYPE", "filePath must be a string; received type number (42)"],
+    ["../escape", "ERR_INVALID_ARG_VALUE", 'filePath must be an absolute path; received "../escape"'],
+    ["relative/state.json", "ERR_INVALID_ARG_VALUE", 'filePath must be an absolute path; received "relative/state.json"'],
+    [undefined, "ERR_INVALID_ARG_TYPE", "filePath must be a string; received undefined"],
+  ])("#6 rejects the malformed file path %j before publication", async (filePath, code, message) => {
+    let entered = false;
+    const error = await rejectionOf(
+      withFileLock(filePath as string, async () => {
+        entered = true;
+      }),
+    );
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.code).toBe(code);
+    expect(error.message).toBe(message);
+    expect(entered).toBe(false);
+  });
 
   it("#6 rejects a file path containing NUL", async () => {
     const error = await rejectionOf(acquireLock(`${makeRoot()}/a\0b`));
     expect(error).toBeInstanceOf(TypeError);
-    expect(error.message).toBe("filePath must not contain NUL bytes");
+    expect(error.code).toBe("ERR_INVALID_ARG_VALUE");
+    expect(error.message).toMatch(/^filePath must not contain NUL bytes; received ".*a\\u0000b"$/);
   });
 
-  const badOptions: [string, object, string][] = [
-    ["an empty ownerHostId", { ownerHostId: "" }, "ownerHostId must be non-empty"],
-    [
-      "an empty previousOwnerHostIds entry",
-      { previousOwnerHostIds: ["ok", ""] },
-      "previousOwnerHostIds must contain only non-empty identities",
-    ],
-    ["negative retries", { retries: -1 }, "retries"],
-    ["NaN retries", { retries: Number.NaN }, "retries"],
-    ["infinite retryDelayMs", { retryDelayMs: Number.POSITIVE_INFINITY }, "retryDelayMs"],
-    ["negative staleMs", { staleMs: -1 }, "staleMs"],
-    ["a string retries", { retries: "5" }, "retries"],
-    ["a non-function onAcquired", { onAcquired: 5 }, "onAcquired"],
-    ["a non-signal signal", { signal: {} }, "signal"],
+  const VALUE = "ERR_INVALID_ARG_VALUE";
+  const TYPE = "ERR_INVALID_ARG_TYPE";
+  const badOptions: [string, object, string, string][] = [
+    ["an empty ownerHostId", { ownerHostId: "" }, VALUE, "ownerHostId must be non-empty"],
+    ["an empty previousOwnerHostIds entry", { previousOwnerHostIds: ["ok", ""] }, VALUE, "previousOwnerHostIds[1] must be non-empty"],
+    ["negative retries", { retries: -1 }, VALUE, "retries"],
+    ["NaN retries", { retries: Number.NaN }, VALUE, "retries"],
+    ["infinite retryDelayMs", { retryDelayMs: Number.POSITIVE_INFINITY }, VALUE, "retryDelayMs"],
+    ["negative staleMs", { staleMs: -1 }, VALUE, "staleMs"],
+    ["a string retries", { retries: "5" }, TYPE, "retries"],
+    ["a non-function onAcquired", { onAcquired: 5 }, TYPE, "onAcquired"],
+    ["a non-signal signal", { signal: {} }, TYPE, "signal"],
   ];
-  it.each(badOptions)("rejects %s with a TypeError before touching the disk", async (_what, options, words) => {
+  it.each(badOptions)("rejects %s with a TypeError before touching the disk", async (_what, options, code, words) => {
     const root = makeRoot();
     const file = path.join(root, "missing", "state.json");
     const error = await rejectionOf(acquireLock(file, options as never));
     expect(error).toBeInstanceOf(TypeError);
-    expect(error.code).toBe("ERR_INVALID_ARG_VALUE");
+    expect(error.code).toBe(code);
     expect(error.message).toContain(words);
     expect(exists(path.join(root, "missing"))).toBe(false);
   });

@@ -2,6 +2,7 @@
  * The exactlock command, driven as a user would: real processes, real
  * locks on disk, real signals.
  */
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -304,6 +305,39 @@ describe("exactlock demo", () => {
   }, 60_000);
 });
 
+describe("a reader that goes away (| head -1)", () => {
+  /** A name of 200 characters: 200 entries print over 64 KiB, more than a pipe holds. */
+  const longName = (i: number) => `${"x".repeat(196)}${String(i).padStart(4, "0")}`;
+
+  /** Runs `exactlock ARGS… | head -1` in bash; the CLI's own exit status is `PIPESTATUS[0]`. */
+  function intoHead(args: string[]): { firstLine: string; status: number; stderr: string; totalBytes: number } {
+    const script = '"$0" "$@" | head -1; echo "rc=${PIPESTATUS[0]}"';
+    const piped = spawnSync("bash", ["-c", script, process.execPath, CLI, ...args], { encoding: "utf8", timeout: 60_000 });
+    const full = spawnSync(process.execPath, [CLI, ...args], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
+    const [firstLine = "", rc = ""] = piped.stdout.split("\n");
+    return { firstLine, status: Number(rc.replace("rc=", "")), stderr: piped.stderr, totalBytes: full.stdout.length };
+  }
+
+  it.each([[[]], [["--json"]]])("exactlock status %j with 200 FILEs ends quietly with status 0", (flags) => {
+    const files = Array.from({ length: 200 }, (_, i) => path.join(dir, longName(i)));
+    const result = intoHead(["status", ...flags, ...files]);
+    // More than the pipe (64 KiB) and head's first read hold: later bytes meet a closed pipe.
+    expect(result.totalBytes).toBeGreaterThan(72 * 1024);
+    expect(result.firstLine).toBe(flags.length === 0 ? `${files[0]}: free` : "[");
+    expect(result.stderr).toBe("");
+    expect(result.status).toBe(0);
+  });
+
+  it("exactlock gc DIR with 200 locks ends quietly with status 0 (one write per decision)", () => {
+    for (let i = 0; i < 200; i++) mkdirSync(path.join(dir, `${longName(i)}.lock`));
+    const result = intoHead(["gc", "--dry-run", dir]);
+    expect(result.totalBytes).toBeGreaterThan(64 * 1024);
+    expect(result.firstLine).toMatch(/^kept +\/.*\.lock$/);
+    expect(result.stderr).toBe("");
+    expect(result.status).toBe(0);
+  });
+});
+
 describe("usage", () => {
   it.each([
     [[]],
@@ -320,10 +354,31 @@ describe("usage", () => {
     [["demo", "--procs", "1"]],
     [["demo", "--seconds", "x"]],
     [["demo", "extra"]],
+    [["status", "--stale-ms", "9007199254740992", "/tmp/x"]],
+    [["status", "--owner-host-id", "", "/tmp/x"]],
   ])("exactlock %j exits 2 with a message", async (args) => {
     const result = await runCli(args);
     expect(result.status).toBe(2);
     expect(result.stderr).toMatch(/^exactlock: .+\nRun 'exactlock( \w+)? --help' for usage\.\n$/);
+  });
+
+  it.each([
+    ["status", ["status", "--owner-host-id", "h".repeat(257), "/tmp/x"]],
+    ["gc", ["gc", "--owner-host-id", "é".repeat(129), "/tmp"]],
+    ["run", ["run", "--owner-host-id", "h".repeat(257), "/tmp/x", "--", "true"]],
+  ])("exactlock %s --owner-host-id of more than 256 bytes exits 2 with a message", async (command, args) => {
+    const result = await runCli(args);
+    expect(result.status).toBe(2);
+    expect(result.stderr).toBe(
+      `exactlock: --owner-host-id must be at most 256 bytes in UTF-8, got ${command === "gc" ? 258 : 257}\n` +
+        `Run 'exactlock ${command} --help' for usage.\n`,
+    );
+  });
+
+  it("--owner-host-id of 256 bytes is accepted (the library's bound)", async () => {
+    const result = await runCli(["status", "--owner-host-id", "é".repeat(128), path.join(dir, "f")]);
+    expect(result.stderr).toBe("");
+    expect(result.status).toBe(0);
   });
 
   it.each([["--help"], ["status --help"], ["run --help"], ["gc --help"], ["demo --help"]])(

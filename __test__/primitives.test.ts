@@ -399,31 +399,41 @@ describe("exactRemoveDirectoryTree", () => {
     expect(await exactRemoveDirectoryTreeAsync(lock, snapshot)).toEqual({ ok: false, code: "not_found" });
   });
 
-  it("answers a snapshot that does not parse with invalid_request, never a throw", async () => {
+  it("rejects a snapshot without the snapshot shape with ERR_INVALID_ARG_TYPE, deleting nothing", async () => {
     const root = tempRoot();
     const lock = lockTree(root);
     const snapshot = snapshotOf(lock);
-    const broken: unknown[] = [
+    const misshapen: [unknown, RegExp][] = [
+      [{ ...snapshot, entries: snapshot.entries.map((e) => ({ ...e, size: 3 })) }, /^snapshot\.entries\[0\]\.size must be a string/],
+      [{ ...snapshot, rootIno: Number(snapshot.rootIno) }, /^snapshot\.rootIno must be a string/],
+      [{ rootDev: snapshot.rootDev }, /^snapshot\.rootIno must be a string; received undefined/],
+      [null, /^snapshot must be an object; received null/],
+      ["snapshot", /^snapshot must be an object; received type string/],
+    ];
+    for (const [bad, message] of misshapen) {
+      const expected = { name: "TypeError", code: "ERR_INVALID_ARG_TYPE", message: expect.stringMatching(message) };
+      expect(() => exactRemoveDirectoryTree(lock, bad as NativeDirectorySnapshot)).toThrow(
+        expect.objectContaining(expected),
+      );
+      await expect(exactRemoveDirectoryTreeAsync(lock, bad as NativeDirectorySnapshot)).rejects.toMatchObject(expected);
+    }
+    expectIntact(lock);
+  });
+
+  it("answers a snapshot whose strings do not parse with invalid_request, never a throw", async () => {
+    const root = tempRoot();
+    const lock = lockTree(root);
+    const snapshot = snapshotOf(lock);
+    const broken: NativeDirectorySnapshot[] = [
       { ...snapshot, rootIno: "12x" },
       { ...snapshot, rootDev: "-1" },
-      { ...snapshot, entries: snapshot.entries.map((e) => ({ ...e, kind: "symlink" })) },
+      { ...snapshot, entries: snapshot.entries.map((e) => ({ ...e, kind: "symlink" as never })) },
       { ...snapshot, entries: snapshot.entries.map((e) => ({ ...e, mtimeNs: "1.5" })) },
       { ...snapshot, entries: snapshot.entries.map((e) => ({ ...e, sha256: e.sha256 ? "XYZ" : undefined })) },
-      { ...snapshot, entries: snapshot.entries.map((e) => ({ ...e, size: 3 })) },
-      { ...snapshot, rootIno: Number(snapshot.rootIno) },
-      { rootDev: snapshot.rootDev },
-      null,
-      "snapshot",
     ];
     for (const bad of broken) {
-      expect(exactRemoveDirectoryTree(lock, bad as NativeDirectorySnapshot)).toEqual({
-        ok: false,
-        code: "invalid_request",
-      });
-      expect(await exactRemoveDirectoryTreeAsync(lock, bad as NativeDirectorySnapshot)).toEqual({
-        ok: false,
-        code: "invalid_request",
-      });
+      expect(exactRemoveDirectoryTree(lock, bad)).toEqual({ ok: false, code: "invalid_request" });
+      expect(await exactRemoveDirectoryTreeAsync(lock, bad)).toEqual({ ok: false, code: "invalid_request" });
     }
     expectIntact(lock);
     expect(exactRemoveDirectoryTree(`${lock}\0`, snapshot)).toEqual({ ok: false, code: "invalid_request" });

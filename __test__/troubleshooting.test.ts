@@ -89,12 +89,27 @@ describe("troubleshooting by error code", () => {
     expect(error).toMatchObject({ code: "EACCES", lockPath: path.join(dir, "state.json.lock") });
   });
 
-  it("ERR_INVALID_ARG_VALUE: TypeError for a relative path or a negative option, before touching the disk", async () => {
+  it("ERR_INVALID_ARG_VALUE: TypeError for a relative path, a negative option or a long ownerHostId, before touching the disk", async () => {
     await expect(acquireLock("state.json")).rejects.toMatchObject({ name: "TypeError", code: "ERR_INVALID_ARG_VALUE" });
     const file = path.join(dir, "sub", "state.json");
     await expect(acquireLock(file, { retries: -1 })).rejects.toMatchObject({
       name: "TypeError",
       code: "ERR_INVALID_ARG_VALUE",
+    });
+    await expect(acquireLock(file, { ownerHostId: "h".repeat(257) })).rejects.toMatchObject({
+      name: "TypeError",
+      code: "ERR_INVALID_ARG_VALUE",
+    });
+    expect(existsSync(path.join(dir, "sub"))).toBe(false);
+  });
+
+  it("ERR_INVALID_ARG_TYPE: TypeError for a path that is not a string or a non-function fn, before touching the disk", async () => {
+    await expect(acquireLock(42 as never)).rejects.toMatchObject({ name: "TypeError", code: "ERR_INVALID_ARG_TYPE" });
+    const file = path.join(dir, "sub", "state.json");
+    await expect(withFileLock(file, "nope" as never)).rejects.toMatchObject({
+      name: "TypeError",
+      code: "ERR_INVALID_ARG_TYPE",
+      message: 'fn must be a function; received type string ("nope")',
     });
     expect(existsSync(path.join(dir, "sub"))).toBe(false);
   });

@@ -1,7 +1,3 @@
 #!/usr/bin/env node
 "use strict";
-require("../dist/cli.js")
-  .main(process.argv.slice(2))
-  .then((status) => {
-    process.exitCode = status;
-  });
+require("../dist/cli.js").runProcess(process.argv.slice(2));

@@ -81,8 +81,24 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-if (require.main === module) {
-  void main(process.argv.slice(2)).then((status) => {
+/**
+ * Once stdout's reader has gone (`exactlock status … | head -1`), ends the
+ * process quietly with status 0, as `yes | head -1` ends: the rest of the
+ * output has no one to read it.
+ */
+function exitQuietlyOnBrokenStdout(): void {
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(0);
+    throw error;
+  });
+}
+
+/** Runs the command line of this process and sets its exit status (bin/exactlock.js). */
+export function runProcess(argv: string[] = process.argv.slice(2)): void {
+  exitQuietlyOnBrokenStdout();
+  void main(argv).then((status) => {
     process.exitCode = status;
   });
 }
+
+if (require.main === module) runProcess();

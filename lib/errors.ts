@@ -41,10 +41,19 @@ export class FileLockAcquireError extends Error {
   }
 }
 
-/** A TypeError for a bad argument, thrown before anything touches the disk. */
+/** A TypeError for an argument of the right type with a bad value, thrown before anything touches the disk. */
 export function argumentError(message: string): TypeError {
+  return codedTypeError("ERR_INVALID_ARG_VALUE", message);
+}
+
+/** A TypeError for an argument of the wrong type, thrown before anything touches the disk. */
+export function argumentTypeError(message: string): TypeError {
+  return codedTypeError("ERR_INVALID_ARG_TYPE", message);
+}
+
+function codedTypeError(code: string, message: string): TypeError {
   const error = new TypeError(message) as TypeError & { code: string };
-  error.code = "ERR_INVALID_ARG_VALUE";
+  error.code = code;
   return error;
 }
 
@@ -66,6 +75,12 @@ function since(timestamp: number | undefined | null): string {
 
 /** One sentence naming who holds a lock. */
 export function describeHolder(holder: HolderInfo | undefined | null, hostAware = false): string {
+  if (holder != null && typeof holder !== "object") {
+    throw argumentTypeError(`holder must be an object, null or undefined; received type ${typeof holder}`);
+  }
+  if (typeof hostAware !== "boolean") {
+    throw argumentTypeError(`hostAware must be a boolean; received ${hostAware === null ? "null" : `type ${typeof hostAware}`}`);
+  }
   if (!holder) return "held by an unreadable owner";
   switch (holder.state) {
     case "free":

@@ -4,7 +4,15 @@
  */
 import * as native from "../native/index.js";
 import { describeHolder, errorFromFailure } from "./errors.js";
-import { DEFAULT_STALE_MS, validateFilePath, validateHostIds } from "./options.js";
+import { DEFAULT_STALE_MS } from "./options.js";
+import {
+  validateDirIdentity,
+  validateFilePath,
+  validateHostIds,
+  validateNonNegative,
+  validateOptionsObject,
+  validateOwnerToken,
+} from "./validate.js";
 
 export interface FileLockOwnerToken {
   pid: number;
@@ -86,7 +94,9 @@ export async function removeFileLockDirForGc(
   preVerdictIdentity?: GenericFileLockDirIdentity,
 ): Promise<FileLockGcRemoval> {
   const path = validateFilePath(lockDir, "lockDir");
-  const identity = preVerdictIdentity ?? (expected && typeof expected === "object" ? authority.get(expected) : undefined);
+  validateOwnerToken(expected, "expected");
+  if (preVerdictIdentity !== undefined) validateDirIdentity(preVerdictIdentity, "preVerdictIdentity");
+  const identity = preVerdictIdentity ?? authority.get(expected);
   // Without an identity nothing is removed: the answer is only `missing`
   // (nothing there) or `owner_changed`.
   const removal = await native.removeLockDirForGcNative(path, expected as native.OwnerRecordJs, identity);
@@ -101,8 +111,9 @@ export async function genericFileLockDirStaleVerdict(
   previousOwnerHostIds?: readonly string[],
 ): Promise<GenericFileLockDirStaleVerdict> {
   const path = validateFilePath(lockDir, "lockDir");
+  const ms = validateNonNegative(staleMs, "staleMs", DEFAULT_STALE_MS);
   const hosts = validateHostIds(ownerHostId, previousOwnerHostIds);
-  const result = await native.staleVerdictNative(path, staleMs, hosts.ownerHostId, hosts.previousOwnerHostIds);
+  const result = await native.staleVerdictNative(path, ms, hosts.ownerHostId, hosts.previousOwnerHostIds);
   if (result.failure) throw errorFromFailure(result.failure);
   return result.stale && result.identity ? { stale: true, identity: result.identity } : { stale: false };
 }
@@ -154,10 +165,11 @@ export interface InspectOptions {
 }
 
 /** Who holds the lock for `filePath`, whether they are alive, and whether a waiter would reclaim it. Read-only. */
-export async function inspectLock(filePath: string, options: InspectOptions = {}): Promise<LockInspection> {
+export async function inspectLock(filePath: string, options?: InspectOptions): Promise<LockInspection> {
   const path = validateFilePath(filePath);
-  const hosts = validateHostIds(options.ownerHostId, options.previousOwnerHostIds);
-  const staleMs = options.staleMs ?? DEFAULT_STALE_MS;
+  const given = validateOptionsObject(options);
+  const staleMs = validateNonNegative(given.staleMs, "staleMs", DEFAULT_STALE_MS);
+  const hosts = validateHostIds(given.ownerHostId, given.previousOwnerHostIds);
   const result = await native.inspectLockNative(path, staleMs, hosts.ownerHostId, hosts.previousOwnerHostIds);
   if (result.failure || !result.holder) throw errorFromFailure(result.failure!);
   const info = result.holder;

@@ -3,8 +3,9 @@
  * native core, shape its answer. Read top to bottom, one step per function.
  */
 import * as native from "../native/index.js";
-import { FileLockAcquireError, FileLockError, errorFromFailure } from "./errors.js";
-import { type FileLockOptions, type ResolvedOptions, resolveOptions, validateFilePath } from "./options.js";
+import { argumentError, FileLockAcquireError, FileLockError, errorFromFailure } from "./errors.js";
+import { type FileLockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
+import { validateFilePath, validateFunction, validateOptionalCount, validateString } from "./validate.js";
 
 /** Releases the lock; also `await using`-disposable. */
 export type LockRelease = (() => Promise<void>) & AsyncDisposable;
@@ -18,10 +19,15 @@ export const FileLockTestHooks: {
   afterParentMkdir?: (lockPath: string) => void | Promise<void>;
 } = {};
 
-/** Makes a native step fail with an errno-style code (tests only). */
+/** Makes a native step fail with an errno-style code, `times` times or always (tests only). */
 export function injectFaultForTesting(step: string, code: string, times?: number): void {
+  validateString(step, "step");
+  validateString(code, "code");
+  validateOptionalCount(times, "times");
   if (!native.injectFaultForTesting(step, code, times)) {
-    throw new TypeError(`unknown fault step or code: ${step} ${code}`);
+    throw argumentError(
+      `step and code must name a known fault step and errno code; received ${JSON.stringify(step)} and ${JSON.stringify(code)}`,
+    );
   }
 }
 
@@ -172,7 +178,7 @@ async function runOnAcquired(onAcquired: () => void, release: LockRelease): Prom
  * `fn` resolves or throws.
  */
 export async function withFileLock<T>(filePath: string, fn: () => Promise<T>, options?: FileLockOptions): Promise<T> {
-  if (typeof fn !== "function") throw new TypeError("fn must be a function");
+  validateFunction(fn, "fn");
   const release = await acquireLock(filePath, options);
   let result: T;
   try {
@@ -189,7 +195,11 @@ export async function withFileLock<T>(filePath: string, fn: () => Promise<T>, op
   return result;
 }
 
-/** `processStartTime(pid)`: as `ps -o lstart=` prints it under `LC_ALL=C TZ=UTC`, or `null`. */
+/**
+ * `processStartTime(pid)`: as `ps -o lstart=` prints it under `LC_ALL=C TZ=UTC`, or `null`.
+ * Never throws: like the original, a `pid` that is no pid (not a number, not a
+ * positive integer up to 2^31 − 1) answers `null`, as a pid that is gone does.
+ */
 export function processStartTime(pid: number): string | null {
   if (typeof pid !== "number") return null;
   return native.processStartTime(pid) ?? null;

@@ -2,8 +2,14 @@
  * The options of an acquisition: their types, defaults and validation.
  * Every check runs before anything touches the disk.
  */
-import * as path from "node:path";
-import { argumentError } from "./errors.js";
+import {
+  validateHostIds,
+  validateNonNegative,
+  validateOptionalBoolean,
+  validateOptionalFunction,
+  validateOptionalSignal,
+  validateOptionsObject,
+} from "./validate.js";
 
 export interface FileLockOptions {
   /** Only ownerless legacy lock directories age out, after this long. Default 10 000. */
@@ -47,80 +53,19 @@ export interface ResolvedOptions {
   inlineFastPath: boolean;
 }
 
-/** `filePath` must be a non-empty absolute path without NUL. */
-export function validateFilePath(filePath: unknown, name = "filePath"): string {
-  if (typeof filePath !== "string" || filePath.length === 0 || !path.isAbsolute(filePath)) {
-    throw argumentError(`${name} must be a non-empty absolute path`);
-  }
-  if (filePath.includes("\0")) {
-    throw argumentError(`${name} must not contain NUL bytes`);
-  }
-  return filePath;
-}
-
-function nonNegative(value: unknown, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
-    throw argumentError(`${name} must be a finite number >= 0`);
-  }
-  return value;
-}
-
-/** Validates the host identity options. */
-export function validateHostIds(
-  ownerHostId: unknown,
-  previousOwnerHostIds: unknown,
-): { ownerHostId?: string; previousOwnerHostIds: string[] } {
-  if (ownerHostId !== undefined && (typeof ownerHostId !== "string" || ownerHostId.length === 0)) {
-    throw argumentError("ownerHostId must be non-empty");
-  }
-  let previous: string[] = [];
-  if (previousOwnerHostIds !== undefined) {
-    if (!Array.isArray(previousOwnerHostIds)) {
-      throw argumentError("previousOwnerHostIds must be an array of non-empty identities");
-    }
-    for (const id of previousOwnerHostIds) {
-      if (typeof id !== "string" || id.length === 0) {
-        throw argumentError("previousOwnerHostIds must contain only non-empty identities");
-      }
-    }
-    previous = [...previousOwnerHostIds];
-  }
-  return ownerHostId === undefined ? { previousOwnerHostIds: previous } : { ownerHostId, previousOwnerHostIds: previous };
-}
-
 /** Validates `options` and applies the defaults. */
 export function resolveOptions(options: FileLockOptions | undefined): ResolvedOptions {
-  if (options !== undefined && (options === null || typeof options !== "object")) {
-    throw argumentError("options must be an object");
-  }
-  const given = options ?? {};
+  const given = validateOptionsObject(options);
   const resolved: ResolvedOptions = {
-    staleMs: nonNegative(given.staleMs, "staleMs", DEFAULT_STALE_MS),
-    retries: nonNegative(given.retries, "retries", DEFAULT_RETRIES),
-    retryDelayMs: nonNegative(given.retryDelayMs, "retryDelayMs", DEFAULT_RETRY_DELAY_MS),
+    staleMs: validateNonNegative(given.staleMs, "staleMs", DEFAULT_STALE_MS),
+    retries: validateNonNegative(given.retries, "retries", DEFAULT_RETRIES),
+    retryDelayMs: validateNonNegative(given.retryDelayMs, "retryDelayMs", DEFAULT_RETRY_DELAY_MS),
     ...validateHostIds(given.ownerHostId, given.previousOwnerHostIds),
-    inlineFastPath: true,
+    inlineFastPath: validateOptionalBoolean(given.inlineFastPath, "inlineFastPath") ?? true,
   };
-  if (given.inlineFastPath !== undefined) {
-    if (typeof given.inlineFastPath !== "boolean") throw argumentError("inlineFastPath must be a boolean");
-    resolved.inlineFastPath = given.inlineFastPath;
-  }
-  if (given.signal !== undefined) {
-    const signal = given.signal as unknown;
-    if (
-      signal === null ||
-      typeof signal !== "object" ||
-      typeof (signal as AbortSignal).aborted !== "boolean" ||
-      typeof (signal as AbortSignal).addEventListener !== "function"
-    ) {
-      throw argumentError("signal must be an AbortSignal");
-    }
-    resolved.signal = given.signal;
-  }
-  if (given.onAcquired !== undefined) {
-    if (typeof given.onAcquired !== "function") throw argumentError("onAcquired must be a function");
-    resolved.onAcquired = given.onAcquired;
-  }
+  const signal = validateOptionalSignal(given.signal, "signal");
+  if (signal) resolved.signal = signal;
+  const onAcquired = validateOptionalFunction<() => void>(given.onAcquired, "onAcquired");
+  if (onAcquired) resolved.onAcquired = onAcquired;
   return resolved;
 }

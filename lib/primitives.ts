@@ -2,13 +2,16 @@
  * Native primitives, exported as the original `pi-natives` named them:
  * atomic no-replace rename, directory-tree snapshot and exact tree removal.
  *
- * Refusals are result objects (`{ ok: false, code, … }`), never throws. The
- * only throws are argument errors caught here before the native call: a path
- * that is not a string (TypeError; the async variants reject). A snapshot
- * that does not have the snapshot shape is a refusal, `invalid_request`,
- * like one whose numbers or kinds the native side cannot parse.
+ * Refusals are result objects (`{ ok: false, code, … }`), never throws: a
+ * path the native side cannot use (empty, NUL, missing) or a snapshot whose
+ * numbers or kinds do not parse is `invalid_request` (or `not_found`, …),
+ * as in the original. The only throws are argument *type* errors, caught
+ * here before the native call: a path that is not a string, or a snapshot
+ * without the snapshot shape (a TypeError with code `ERR_INVALID_ARG_TYPE`;
+ * the async variants reject).
  */
 import * as native from "../native/index.js";
+import { validateSnapshotShape, validateString } from "./validate.js";
 
 export type NoReplaceMutationState = "not_committed" | "committed" | "unknown";
 export type NoReplaceDurabilityState = "not_attempted" | "proven" | "not_provable";
@@ -97,44 +100,14 @@ export interface NativeExactUnlinkResult {
   retainedSuccessorPath?: string;
 }
 
-function requirePath(value: unknown, what: string): string {
-  if (typeof value !== "string") {
-    throw new TypeError(`${what} must be a string path, got ${value === null ? "null" : typeof value}`);
-  }
-  return value;
-}
-
-const ENTRY_STRING_FIELDS = ["relativePath", "kind", "dev", "ino", "nlink", "size", "mtimeNs", "ctimeNs"] as const;
-
-/** Whether `value` has the snapshot shape the native call can convert (its
- * values are checked natively). */
-function isSnapshotShape(value: unknown): value is NativeDirectorySnapshot {
-  if (typeof value !== "object" || value === null) return false;
-  const snapshot = value as Record<string, unknown>;
-  if (typeof snapshot.rootDev !== "string" || typeof snapshot.rootIno !== "string") return false;
-  if (!Array.isArray(snapshot.entries)) return false;
-  return snapshot.entries.every((entry: unknown) => {
-    if (typeof entry !== "object" || entry === null) return false;
-    const fields = entry as Record<string, unknown>;
-    return (
-      ENTRY_STRING_FIELDS.every((field) => typeof fields[field] === "string") &&
-      (fields.sha256 === undefined || typeof fields.sha256 === "string")
-    );
-  });
-}
-
-function invalidSnapshot(): NativeExactUnlinkResult {
-  return { ok: false, code: "invalid_request" };
-}
-
 /** Renames `src` to `dst` unless `dst` exists (an empty directory counts as existing). */
 export function renameNoReplacePath(src: string, dst: string): NativeNoReplaceResult {
-  return native.renameNoReplacePath(requirePath(src, "src"), requirePath(dst, "dst"));
+  return native.renameNoReplacePath(validateString(src, "src"), validateString(dst, "dst"));
 }
 
 /** {@link renameNoReplacePath} off the JS thread. */
 export async function renameNoReplacePathAsync(src: string, dst: string): Promise<NativeNoReplaceResult> {
-  return native.renameNoReplacePathAsync(requirePath(src, "src"), requirePath(dst, "dst"));
+  return native.renameNoReplacePathAsync(validateString(src, "src"), validateString(dst, "dst"));
 }
 
 /** The SPEC §3 name of {@link renameNoReplacePathAsync}. */
@@ -144,29 +117,29 @@ export const renameNoReplace: (src: string, dst: string) => Promise<NativeNoRepl
 /** Publishes the directory `src` as `dst` with the mkdirat + renameat fallback
  * (for filesystems that refuse RENAME_NOREPLACE); never replaces anything. */
 export function renameDirectoryNoReplacePath(src: string, dst: string): NativeNoReplaceResult {
-  return native.renameDirectoryNoReplacePath(requirePath(src, "src"), requirePath(dst, "dst"));
+  return native.renameDirectoryNoReplacePath(validateString(src, "src"), validateString(dst, "dst"));
 }
 
 /** {@link renameDirectoryNoReplacePath} off the JS thread. */
 export async function renameDirectoryNoReplacePathAsync(src: string, dst: string): Promise<NativeNoReplaceResult> {
-  return native.renameDirectoryNoReplacePathAsync(requirePath(src, "src"), requirePath(dst, "dst"));
+  return native.renameDirectoryNoReplacePathAsync(validateString(src, "src"), validateString(dst, "dst"));
 }
 
 /** Snapshots the directory tree at `path` (no-follow, never opens a FIFO, bounded). */
 export function snapshotDirectoryTree(path: string): NativeDirectoryTreeResult {
-  return native.snapshotDirectoryTree(requirePath(path, "path"));
+  return native.snapshotDirectoryTree(validateString(path, "path"));
 }
 
 /** {@link snapshotDirectoryTree} off the JS thread. */
 export async function snapshotDirectoryTreeAsync(path: string): Promise<NativeDirectoryTreeResult> {
-  return native.snapshotDirectoryTreeAsync(requirePath(path, "path"));
+  return native.snapshotDirectoryTreeAsync(validateString(path, "path"));
 }
 
 /** Removes the tree at `path` only if it is still exactly `snapshot`;
  * otherwise deletes nothing. */
 export function exactRemoveDirectoryTree(path: string, snapshot: NativeDirectorySnapshot): NativeExactUnlinkResult {
-  requirePath(path, "path");
-  if (!isSnapshotShape(snapshot)) return invalidSnapshot();
+  validateString(path, "path");
+  validateSnapshotShape(snapshot);
   return native.exactRemoveDirectoryTree(path, snapshot);
 }
 
@@ -175,7 +148,7 @@ export async function exactRemoveDirectoryTreeAsync(
   path: string,
   snapshot: NativeDirectorySnapshot,
 ): Promise<NativeExactUnlinkResult> {
-  requirePath(path, "path");
-  if (!isSnapshotShape(snapshot)) return invalidSnapshot();
+  validateString(path, "path");
+  validateSnapshotShape(snapshot);
   return native.exactRemoveDirectoryTreeAsync(path, snapshot);
 }

@@ -145,6 +145,21 @@ describe("exactlock under bun", () => {
     expect(fs.existsSync(`${file}.lock`)).toBe(false);
   });
 
+  it("bad arguments reject with coded TypeErrors before the disk (ERR_INVALID_ARG_TYPE / _VALUE)", async () => {
+    const file = path.join(path.dirname(tempFile()), "sub", "state.json");
+    await expect(acquireLock(42 as never)).rejects.toMatchObject({ name: "TypeError", code: "ERR_INVALID_ARG_TYPE" });
+    await expect(acquireLock("rel/x")).rejects.toMatchObject({ code: "ERR_INVALID_ARG_VALUE" });
+    await expect(withFileLock(file, "nope" as never)).rejects.toMatchObject({ code: "ERR_INVALID_ARG_TYPE" });
+    await expect(acquireLock(file, { ownerHostId: "h".repeat(257) })).rejects.toMatchObject({
+      code: "ERR_INVALID_ARG_VALUE",
+      message: expect.stringContaining("ownerHostId must be at most 256 bytes in UTF-8"),
+    });
+    await expect(genericFileLockDirStaleVerdict(`${file}.lock`, "5" as never)).rejects.toMatchObject({
+      code: "ERR_INVALID_ARG_TYPE",
+    });
+    expect(fs.existsSync(path.dirname(file))).toBe(false);
+  });
+
   it("#12 processStartTime equals ps -o lstart= under LC_ALL=C TZ=UTC; null for a dead pid", async () => {
     const ps = Bun.spawnSync(["ps", "-o", "lstart=", "-p", String(process.pid)], {
       env: { ...process.env, LC_ALL: "C", TZ: "UTC" },

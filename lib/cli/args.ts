@@ -4,6 +4,7 @@
  * usage mistake (exit status 2).
  */
 import { parseArgs } from "node:util";
+import { MAX_HOST_ID_BYTES } from "../validate.js";
 
 /** A mistake in how the command was called. */
 export class UsageError extends Error {
@@ -64,4 +65,14 @@ export function stringFlag(command: string, flags: Parsed["flags"], name: string
   if (raw === undefined) return undefined;
   if (typeof raw !== "string" || raw.length === 0) throw new UsageError(`--${name} must not be empty`, command);
   return raw;
+}
+
+/** `--owner-host-id`: a non-empty identity of at most 256 UTF-8 bytes, or `undefined` when absent. */
+export function hostIdFlag(command: string, flags: Parsed["flags"]): string | undefined {
+  const id = stringFlag(command, flags, "owner-host-id");
+  const bytes = id === undefined ? 0 : Buffer.byteLength(id, "utf8");
+  if (bytes > MAX_HOST_ID_BYTES) {
+    throw new UsageError(`--owner-host-id must be at most ${MAX_HOST_ID_BYTES} bytes in UTF-8, got ${bytes}`, command);
+  }
+  return id;
 }

@@ -14,7 +14,7 @@ import {
   removeFileLockDirForGc,
   type LockInspection,
 } from "../index.js";
-import { integerFlag, parseFlags, stringFlag, UsageError } from "./args.js";
+import { hostIdFlag, integerFlag, parseFlags, UsageError } from "./args.js";
 import { printJson } from "./format.js";
 import { explainReason } from "./reasons.js";
 
@@ -79,7 +79,7 @@ function parseGcArgs(argv: string[]): GcOptions | "help" {
   });
   if (flags.help) return "help";
   if (positionals.length !== 1) throw new UsageError("gc needs exactly one DIR", "gc");
-  const ownerHostId = stringFlag("gc", flags, "owner-host-id");
+  const ownerHostId = hostIdFlag("gc", flags);
   return {
     dir: path.resolve(positionals[0]!),
     dryRun: flags["dry-run"] === true,

@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { constants } from "node:os";
 import * as path from "node:path";
 import { acquireLock, FileLockAcquireError, type LockRelease } from "../index.js";
-import { integerFlag, parseFlags, stringFlag, UsageError } from "./args.js";
+import { hostIdFlag, integerFlag, parseFlags, UsageError } from "./args.js";
 
 export const EXIT_LOCK_UNAVAILABLE = 75;
 const FORWARDED_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
@@ -68,7 +68,7 @@ function parseRunArgs(argv: string[]): RunOptions | "help" {
   if (positionals.length !== 1) throw new UsageError("run needs exactly one FILE before --", "run");
   if (!command || command.length === 0) throw new UsageError("run needs a command after --", "run");
   const staleMs = flags["stale-ms"] === undefined ? undefined : integerFlag("run", flags, "stale-ms", 0);
-  const ownerHostId = stringFlag("run", flags, "owner-host-id");
+  const ownerHostId = hostIdFlag("run", flags);
   return {
     file: path.resolve(positionals[0]!),
     waitMs: integerFlag("run", flags, "wait", 5_000),

@@ -5,7 +5,7 @@
 import { lstat } from "node:fs/promises";
 import * as path from "node:path";
 import { inspectLock, type LockInspection } from "../index.js";
-import { integerFlag, parseFlags, stringFlag, UsageError } from "./args.js";
+import { hostIdFlag, integerFlag, parseFlags, UsageError } from "./args.js";
 import { formatDuration, printJson, table } from "./format.js";
 import { explainReason } from "./reasons.js";
 
@@ -52,7 +52,7 @@ function parseStatusArgs(argv: string[]): StatusOptions | "help" {
   if (flags.help) return "help";
   if (positionals.length === 0) throw new UsageError("status needs at least one FILE", "status");
   const staleMs = flags["stale-ms"] === undefined ? undefined : integerFlag("status", flags, "stale-ms", 0);
-  const ownerHostId = stringFlag("status", flags, "owner-host-id");
+  const ownerHostId = hostIdFlag("status", flags);
   return {
     files: positionals.map((file) => path.resolve(file)),
     json: flags.json === true,

@@ -1,0 +1,243 @@
+/**
+ * Argument validation, one helper per kind of argument. Each runs before
+ * anything touches the disk and throws a TypeError whose `code` says what
+ * was wrong: `ERR_INVALID_ARG_TYPE` for a value of the wrong type,
+ * `ERR_INVALID_ARG_VALUE` for the right type with a bad value. The message
+ * names the argument, what it must be, and what was received.
+ */
+import * as path from "node:path";
+import { argumentError, argumentTypeError } from "./errors.js";
+
+/** The longest `ownerHostId` (and entry of `previousOwnerHostIds`), in UTF-8 bytes. */
+export const MAX_HOST_ID_BYTES = 256;
+
+/** Numbers that pass: 0 … 2^53 − 1 (larger ones would overflow the core's timers). */
+const MAX_NUMBER = Number.MAX_SAFE_INTEGER;
+
+/** A string as a message shows it: JSON-quoted, cut after 40 characters. */
+function quote(text: string): string {
+  return text.length > 40 ? `${JSON.stringify(text.slice(0, 40)).slice(0, -1)}…"` : JSON.stringify(text);
+}
+
+/** A received value of the wrong type, as a message shows it. */
+function describeType(value: unknown): string {
+  if (value === null || value === undefined) return String(value);
+  if (typeof value === "function") return "a function";
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "object") {
+    const name = (value as object).constructor?.name;
+    return name && name !== "Object" ? `an instance of ${name}` : "an object";
+  }
+  const shown = typeof value === "string" ? quote(value) : String(value);
+  return `type ${typeof value} (${shown})`;
+}
+
+/** A received value of the right type, as a message shows it. */
+function describeValue(value: unknown): string {
+  return typeof value === "string" ? quote(value) : String(value);
+}
+
+function wrongType(name: string, expected: string, value: unknown): TypeError {
+  return argumentTypeError(`${name} must be ${expected}; received ${describeType(value)}`);
+}
+
+function badValue(name: string, requirement: string, shown: string): TypeError {
+  return argumentError(`${name} ${requirement}; received ${shown}`);
+}
+
+/** A string; anything else is a type error. */
+export function validateString(value: unknown, name: string): string {
+  if (typeof value !== "string") throw wrongType(name, "a string", value);
+  return value;
+}
+
+/** A string that is not empty. */
+function validateNonEmpty(value: unknown, name: string): string {
+  const text = validateString(value, name);
+  if (text.length === 0) throw badValue(name, "must be non-empty", '""');
+  return text;
+}
+
+/** A non-empty absolute path without NUL bytes. */
+export function validateFilePath(value: unknown, name = "filePath"): string {
+  const filePath = validateString(value, name);
+  if (filePath.length === 0) throw badValue(name, "must be a non-empty absolute path", '""');
+  if (filePath.includes("\0")) throw badValue(name, "must not contain NUL bytes", quote(filePath));
+  if (!path.isAbsolute(filePath)) throw badValue(name, "must be an absolute path", quote(filePath));
+  return filePath;
+}
+
+/** A finite number from 0 to 2^53 − 1, or `fallback` when undefined. */
+export function validateNonNegative(value: unknown, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number") throw wrongType(name, "a number", value);
+  if (!Number.isFinite(value) || value < 0 || value > MAX_NUMBER) {
+    throw badValue(name, "must be a finite number from 0 to Number.MAX_SAFE_INTEGER", describeValue(value));
+  }
+  return value;
+}
+
+/** `undefined`, or an integer from 0 to 2^32 − 1 (a count). */
+export function validateOptionalCount(value: unknown, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "number") throw wrongType(name, "a number", value);
+  if (!Number.isInteger(value) || value < 0 || value > 0xffff_ffff) {
+    throw badValue(name, "must be an integer from 0 to 4294967295", describeValue(value));
+  }
+  return value;
+}
+
+/** `undefined`, or a value of `typeof expected`. */
+function optionalOfType<T>(value: unknown, name: string, type: "boolean" | "function", expected: string): T | undefined {
+  if (value !== undefined && typeof value !== type) throw wrongType(name, expected, value);
+  return value as T | undefined;
+}
+
+export function validateOptionalBoolean(value: unknown, name: string): boolean | undefined {
+  return optionalOfType<boolean>(value, name, "boolean", "a boolean");
+}
+
+export function validateOptionalFunction<F>(value: unknown, name: string): F | undefined {
+  return optionalOfType<F>(value, name, "function", "a function");
+}
+
+export function validateFunction<F>(value: unknown, name: string): F {
+  if (typeof value !== "function") throw wrongType(name, "a function", value);
+  return value as F;
+}
+
+/** `undefined`, or an AbortSignal (anything with `aborted` and `addEventListener`). */
+export function validateOptionalSignal(value: unknown, name: string): AbortSignal | undefined {
+  if (value === undefined) return undefined;
+  const signal = value as AbortSignal | null;
+  if (
+    signal === null ||
+    typeof signal !== "object" ||
+    typeof signal.aborted !== "boolean" ||
+    typeof signal.addEventListener !== "function"
+  ) {
+    throw wrongType(name, "an AbortSignal", value);
+  }
+  return signal;
+}
+
+/** An object (not null, not an array). */
+function validateObject(value: unknown, name: string): Record<string, unknown> {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) throw wrongType(name, "an object", value);
+  return value as Record<string, unknown>;
+}
+
+/** An options bag: an object, or `{}` when undefined. */
+export function validateOptionsObject(value: unknown, name = "options"): Record<string, unknown> {
+  return value === undefined ? {} : validateObject(value, name);
+}
+
+/** A host identity: a non-empty string of at most 256 UTF-8 bytes. */
+export function validateHostId(value: unknown, name: string): string {
+  const id = validateNonEmpty(value, name);
+  const bytes = Buffer.byteLength(id, "utf8");
+  if (bytes > MAX_HOST_ID_BYTES) {
+    throw badValue(name, `must be at most ${MAX_HOST_ID_BYTES} bytes in UTF-8`, `${bytes} bytes (${quote(id)})`);
+  }
+  return id;
+}
+
+/** `ownerHostId` (optional) and `previousOwnerHostIds` (optional array), each a host identity. */
+export function validateHostIds(
+  ownerHostId: unknown,
+  previousOwnerHostIds: unknown,
+): { ownerHostId?: string; previousOwnerHostIds: string[] } {
+  const owner = ownerHostId === undefined ? undefined : validateHostId(ownerHostId, "ownerHostId");
+  let previous: string[] = [];
+  if (previousOwnerHostIds !== undefined) {
+    if (!Array.isArray(previousOwnerHostIds)) {
+      throw wrongType("previousOwnerHostIds", "an array of strings", previousOwnerHostIds);
+    }
+    previous = previousOwnerHostIds.map((id, index) => validateHostId(id, `previousOwnerHostIds[${index}]`));
+  }
+  return owner === undefined ? { previousOwnerHostIds: previous } : { ownerHostId: owner, previousOwnerHostIds: previous };
+}
+
+const OWNER_TOKEN_STRINGS = [
+  "start_time",
+  "start_time_format",
+  "process_incarnation",
+  "owner_token",
+  "owner_host_id",
+  "boot_id",
+  "pid_ns",
+] as const;
+
+/**
+ * An owner record as the GC helpers return it: `pid` a positive integer,
+ * `timestamp` a finite number, the optional strings absent or non-empty
+ * (what a valid `info` can hold; anything else could never match one).
+ */
+export function validateOwnerToken(value: unknown, name = "expected"): void {
+  const token = validateObject(value, name);
+  if (typeof token.pid !== "number") throw wrongType(`${name}.pid`, "a number", token.pid);
+  if (!Number.isInteger(token.pid) || token.pid <= 0) {
+    throw badValue(`${name}.pid`, "must be a positive integer", describeValue(token.pid));
+  }
+  if (typeof token.timestamp !== "number") throw wrongType(`${name}.timestamp`, "a number", token.timestamp);
+  if (!Number.isFinite(token.timestamp)) {
+    throw badValue(`${name}.timestamp`, "must be a finite number", describeValue(token.timestamp));
+  }
+  for (const field of OWNER_TOKEN_STRINGS) {
+    if (token[field] !== undefined) validateNonEmpty(token[field], `${name}.${field}`);
+  }
+  if (token.start_ticks !== undefined) {
+    if (typeof token.start_ticks !== "number") throw wrongType(`${name}.start_ticks`, "a number", token.start_ticks);
+    if (!Number.isSafeInteger(token.start_ticks) || token.start_ticks < 0) {
+      throw badValue(`${name}.start_ticks`, "must be a non-negative integer", describeValue(token.start_ticks));
+    }
+  }
+}
+
+const U64_MAX = 2n ** 64n - 1n;
+const UNSIGNED_FIELDS = ["rootDev", "rootIno", "infoDev", "infoIno", "infoNlink", "infoSize"] as const;
+const SIGNED_FIELDS = ["infoMtimeNs", "infoCtimeNs"] as const;
+
+function isUnsigned64(text: string): boolean {
+  return /^\d{1,20}$/.test(text) && BigInt(text) <= U64_MAX;
+}
+
+/**
+ * A `GenericFileLockDirIdentity`: six unsigned 64-bit decimal strings,
+ * two signed decimal strings (the times in ns) and `infoSha256`, 64 hex
+ * digits.
+ */
+export function validateDirIdentity(value: unknown, name = "preVerdictIdentity"): void {
+  const identity = validateObject(value, name);
+  for (const field of UNSIGNED_FIELDS) {
+    const text = validateString(identity[field], `${name}.${field}`);
+    if (!isUnsigned64(text)) throw badValue(`${name}.${field}`, "must be an unsigned 64-bit decimal string", quote(text));
+  }
+  for (const field of SIGNED_FIELDS) {
+    const text = validateString(identity[field], `${name}.${field}`);
+    if (!/^-?\d{1,38}$/.test(text)) throw badValue(`${name}.${field}`, "must be a decimal integer string", quote(text));
+  }
+  const sha = validateString(identity.infoSha256, `${name}.infoSha256`);
+  if (!/^[0-9a-fA-F]{64}$/.test(sha)) throw badValue(`${name}.infoSha256`, "must be 64 hex digits", quote(sha));
+}
+
+const SNAPSHOT_ENTRY_STRINGS = ["relativePath", "kind", "dev", "ino", "nlink", "size", "mtimeNs", "ctimeNs"] as const;
+
+/**
+ * The shape of a `NativeDirectorySnapshot`: `rootDev` and `rootIno`
+ * strings, `entries` an array of objects with string fields (`sha256`
+ * optional). Only the shape: whether the strings parse is the native
+ * side's call, answered as a refusal (`invalid_request`).
+ */
+export function validateSnapshotShape(value: unknown, name = "snapshot"): void {
+  const snapshot = validateObject(value, name);
+  validateString(snapshot.rootDev, `${name}.rootDev`);
+  validateString(snapshot.rootIno, `${name}.rootIno`);
+  if (!Array.isArray(snapshot.entries)) throw wrongType(`${name}.entries`, "an array", snapshot.entries);
+  snapshot.entries.forEach((item: unknown, index: number) => {
+    const entryName = `${name}.entries[${index}]`;
+    const entry = validateObject(item, entryName);
+    for (const field of SNAPSHOT_ENTRY_STRINGS) validateString(entry[field], `${entryName}.${field}`);
+    if (entry.sha256 !== undefined) validateString(entry.sha256, `${entryName}.sha256`);
+  });
+}
