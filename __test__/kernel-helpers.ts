@@ -200,10 +200,11 @@ export function lockNames(dir: string, fileName: string): string[] {
  * The content of a tree, without following links: per entry its kind,
  * inode, mode, and for files the size and SHA-256 of the bytes, for links
  * the target. Equal listings mean nothing was deleted, replaced or
- * rewritten.
+ * rewritten. A missing `target` lists as `{".": "MISSING"}`.
  */
 export function contentOf(target: string): Record<string, unknown> {
   const out: Record<string, unknown> = {};
+  if (!fs.existsSync(target) && !isSymlink(target)) return { ".": "MISSING" };
   const visit = (absolute: string, relative: string) => {
     const st = fs.lstatSync(absolute);
     const entry: Record<string, unknown> = {
@@ -223,6 +224,14 @@ export function contentOf(target: string): Record<string, unknown> {
   };
   visit(target, ".");
   return out;
+}
+
+function isSymlink(p: string): boolean {
+  try {
+    return fs.lstatSync(p).isSymbolicLink();
+  } catch {
+    return false;
+  }
 }
 
 /** A directory of a user's files (not made by exactlock): `notes.txt` and `sub/deeper.txt`. */
