@@ -5,9 +5,10 @@
  * A container image (or any overlay) can carry a lock `F.lock` of a
  * process that is long gone. Renaming a lower-layer directory on overlayfs
  * fails with EXDEV (no redirect_dir), so today every acquisition of F
- * fails at once ("cannot stage the lock record" / EXDEV) and `exactlock gc`
- * cannot remove it. After the fix the dead owner's lock is reclaimed at
- * once and collected by gc, like on any local filesystem.
+ * fails at once ("cannot stage the lock record" / EXDEV). After the fix the
+ * dead owner's lock is reclaimed at once, like on any local filesystem.
+ * `exactlock gc` (removal in place) already removes such a lock today; its
+ * test keeps it that way.
  *
  * A real overlay mount (needs root), made and unmounted by the test.
  */
