@@ -78,8 +78,9 @@ describe("a wall-clock step never makes a live holder look reused", () => {
         expect(record.pid).toBe(holder.pid);
         const seenHere = processStartTime(holder.pid);
         expect(seenHere).not.toBeNull();
-        expect(record.start_time).not.toBe(seenHere);
-        expect(record.start_time).toBe(shiftLstart(seenHere!, shift * 1000));
+        const precondition = "the holder computes start_time from its (shifted) /proc/stat btime, as ps does";
+        expect(record.start_time, precondition).not.toBe(seenHere);
+        expect(record.start_time, precondition).toBe(shiftLstart(seenHere!, shift * 1000));
 
         const error = await rejectionOf(acquireLock(file, SHORT));
         expect(error).toBeInstanceOf(FileLockAcquireError);

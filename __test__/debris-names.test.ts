@@ -26,20 +26,12 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, processStartTime } from "../lib/index.ts";
 import { Child, cleanup, deadPid, spawnHolder, spawnSleeper, tempRoot } from "./fixtures/children.ts";
-import { CLI, contentOf, dirWithInfo, fixture, legacyRecordBytes, lockNames, plantUserDir } from "./kernel-helpers.ts";
+import { waitUntil } from "./helpers.ts";
+import { contentOf, dirWithInfo, fixture, legacyRecordBytes, lockNames, plantUserDir, runGc } from "./kernel-helpers.ts";
 
 afterEach(cleanup);
 
 const PATIENT = { retries: 2000, retryDelayMs: 10 } as const;
-
-/** `exactlock gc DIR` in a child process; resolves with its exit status and output. */
-async function gc(dir: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = new Child(process.execPath, [CLI, "gc", dir]);
-  let stdout = "";
-  child.proc.stdout!.on("data", (chunk: string) => (stdout += chunk));
-  const { code } = await child.exited;
-  return { code, stdout, stderr: child.stderr };
-}
 
 /** One acquire + release in this process; a failed release names its cycle. */
 async function cycle(file: string, i: number): Promise<void> {
@@ -55,14 +47,6 @@ async function cycle(file: string, i: number): Promise<void> {
 /** Staging dirs of `pid` in `dir`. */
 const stagingOf = (dir: string, pid: number): string[] =>
   fs.readdirSync(dir).filter((name) => name.startsWith(`state.json.lock.pending.${pid}.`));
-
-async function waitUntil(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
 
 /** try-acquire.mjs in another process. */
 async function inAnotherProcess(file: string, options: object, cycles = 1): Promise<Record<string, unknown>> {
@@ -110,9 +94,8 @@ describe("nothing is deleted because of its name", () => {
     await release();
 
     // The collector.
-    const collected = await gc(root);
-    expect(collected.stderr).toBe("");
-    expect(collected.code).toBe(0);
+    const collected = await runGc(root);
+    expect(collected.code, collected.stderr).toBe(0);
 
     const after = Object.fromEntries(planted.map((p) => [p, contentOf(p)]));
     expect(after).toEqual(before);

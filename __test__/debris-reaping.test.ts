@@ -19,39 +19,24 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { Child, cleanup, deadPid, spawnHolder, spawnSleeper, tempRoot } from "./fixtures/children.ts";
+import { waitUntil } from "./helpers.ts";
 import {
   bootId,
-  CLI,
   contentOf,
   dirWithInfo,
   fixture,
   lockNames,
   newRecordBytes,
   pidNsOf,
+  runGc,
 } from "./kernel-helpers.ts";
 
 afterEach(cleanup);
-
-async function gc(dir: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = new Child(process.execPath, [CLI, "gc", dir]);
-  let stdout = "";
-  child.proc.stdout!.on("data", (chunk: string) => (stdout += chunk));
-  const { code } = await child.exited;
-  return { code, stdout, stderr: child.stderr };
-}
 
 /** One uncontended acquire + release of `file` with default options, in a NEW process. */
 async function freshAcquisition(file: string): Promise<Record<string, unknown>> {
   const child = new Child(process.execPath, [fixture("try-acquire.mjs"), file]);
   return JSON.parse(await child.nextLine("{"));
-}
-
-async function waitUntil(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 /**
@@ -89,8 +74,8 @@ describe("a SIGKILLed waiter's staging dir", () => {
     const file = path.join(root, "state.json");
     const staging = await killedWaitersStaging(root, file);
 
-    const collected = await gc(root);
-    expect(collected.code).toBe(0);
+    const collected = await runGc(root);
+    expect(collected.code, collected.stderr).toBe(0);
     const lines = collected.stdout.split("\n").filter((line) => line.includes(staging));
     expect(lines.some((line) => /remov/i.test(line)), collected.stdout).toBe(true);
     expect(lockNames(root, "state.json")).toEqual([]);
@@ -141,8 +126,8 @@ describe("debris a killed publisher or reclaimer leaves", () => {
     const root = tempRoot("exactlock-debris-");
     const { debris, liveStaging, liveBefore } = await plantDebris(root);
 
-    const collected = await gc(root);
-    expect(collected.code).toBe(0);
+    const collected = await runGc(root);
+    expect(collected.code, collected.stderr).toBe(0);
     expect({ left: lockNames(root, "state.json") }).toEqual({ left: [path.basename(liveStaging)] });
     expect(debris.filter((d) => fs.existsSync(d))).toEqual([]);
     expect(contentOf(liveStaging)).toEqual(liveBefore);

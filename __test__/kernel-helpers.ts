@@ -13,6 +13,7 @@ import { spawnSync } from "node:child_process";
 import { createHash, randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { Child } from "./fixtures/children.ts";
 
 export const REPO = path.resolve(__dirname, "..");
 export const FACADE = path.join(REPO, "dist", "index.js");
@@ -41,6 +42,15 @@ export function rootOrSkip(what: string, tools: string[] = []): boolean {
     return false;
   }
   return true;
+}
+
+/** `exactlock gc DIR` (bin/exactlock.js → dist/cli.js) in a child process: its exit status and output. */
+export async function runGc(dir: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = new Child(process.execPath, [CLI, "gc", dir]);
+  let stdout = "";
+  child.proc.stdout!.on("data", (chunk: string) => (stdout += chunk));
+  const { code } = await child.exited;
+  return { code, stdout, stderr: child.stderr };
 }
 
 // ---------------------------------------------------------------------------

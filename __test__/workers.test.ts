@@ -20,6 +20,7 @@ import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock } from "../lib/index.ts";
 import { cleanup, spawnHolder, tempRoot, withinMs } from "./fixtures/children.ts";
+import { waitUntil } from "./helpers.ts";
 import { FACADE, fixture, lockNames } from "./kernel-helpers.ts";
 
 const workers: Worker[] = [];
@@ -50,14 +51,6 @@ function startWorker(file: string, mode: "wait" | "hold", options: object = {}):
     }
   };
   return { worker, next };
-}
-
-async function waitUntil(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 const readRecord = (file: string) => JSON.parse(fs.readFileSync(`${file}.lock/info`, "utf8"));
