@@ -1,0 +1,135 @@
+/**
+ * Hole: debris of killed processes outlives them.
+ *
+ * A waiter keeps its record staged in `F.lock.pending.<pid>.<uuid>` while
+ * it waits; a publisher or reclaimer killed mid-way leaves a staging or a
+ * quarantine (`F.lock.removing.<pid>.<uuid>`) directory. Today such debris
+ * is reaped only by a later acquisition that finds the lock HELD (never by
+ * an uncontended one) and never by `exactlock gc`. After the fix the next
+ * acquisition of F in any process, and `exactlock gc`, remove it when the
+ * name's pid is proven dead and the content is exactlock's own (empty, or
+ * exactly one `info` holding a dead owner's record). A live process's
+ * staging is never touched.
+ *
+ * Everything is real: killed child processes, their staging dirs, reaped
+ * (dead) pids, the CLI in a child process.
+ */
+import { randomUUID } from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { Child, cleanup, deadPid, spawnHolder, spawnSleeper, tempRoot } from "./fixtures/children.ts";
+import { waitUntil } from "./helpers.ts";
+import {
+  bootId,
+  contentOf,
+  dirWithInfo,
+  fixture,
+  lockNames,
+  newRecordBytes,
+  pidNsOf,
+  runGc,
+} from "./kernel-helpers.ts";
+
+afterEach(cleanup);
+
+/** One uncontended acquire + release of `file` with default options, in a NEW process. */
+async function freshAcquisition(file: string): Promise<Record<string, unknown>> {
+  const child = new Child(process.execPath, [fixture("try-acquire.mjs"), file]);
+  return JSON.parse(await child.nextLine("{"));
+}
+
+/**
+ * A killed waiter's staging dir: child A holds F, child B waits on F with
+ * default options (its record staged at `F.lock.pending.<B>.<uuid>`), B is
+ * SIGKILLed, A releases. Returns the staging dir B left.
+ */
+async function killedWaitersStaging(root: string, file: string): Promise<string> {
+  const holder = await spawnHolder(file);
+  const waiter = new Child(process.execPath, [fixture("hold.mjs"), file]);
+  const prefix = `state.json.lock.pending.${waiter.pid}.`;
+  const staged = () => fs.readdirSync(root).filter((name) => name.startsWith(prefix));
+  await waitUntil(() => staged().length === 1, 10_000, "the waiter's staging dir");
+  const staging = path.join(root, staged()[0]!);
+  waiter.proc.kill("SIGKILL");
+  await waiter.exited;
+  holder.send("release");
+  await holder.nextLine("released");
+  expect(lockNames(root, "state.json")).toEqual([path.basename(staging)]);
+  return staging;
+}
+
+describe("a SIGKILLed waiter's staging dir", () => {
+  it("is gone after the next uncontended acquire + release of F in a new process", async () => {
+    const root = tempRoot("exactlock-debris-");
+    const file = path.join(root, "state.json");
+    await killedWaitersStaging(root, file);
+
+    expect(await freshAcquisition(file)).toMatchObject({ ok: true });
+    expect(lockNames(root, "state.json")).toEqual([]);
+  });
+
+  it("is removed by `exactlock gc DIR`, which prints a decision line naming it", async () => {
+    const root = tempRoot("exactlock-debris-");
+    const file = path.join(root, "state.json");
+    const staging = await killedWaitersStaging(root, file);
+
+    const collected = await runGc(root);
+    expect(collected.code, collected.stderr).toBe(0);
+    const lines = collected.stdout.split("\n").filter((line) => line.includes(staging));
+    expect(lines.some((line) => /remov/i.test(line)), collected.stdout).toBe(true);
+    expect(lockNames(root, "state.json")).toEqual([]);
+  });
+});
+
+describe("debris a killed publisher or reclaimer leaves", () => {
+  const emptyDir = (dir: string): string => {
+    fs.mkdirSync(dir, { mode: 0o700 });
+    return dir;
+  };
+
+  /** The four kinds of debris of a dead pid, plus an empty staging dir of a LIVE process. */
+  async function plantDebris(root: string) {
+    const lock = path.join(root, "state.json.lock");
+    const dead = deadPid();
+    const live = await spawnSleeper();
+    const deadRecord = newRecordBytes({
+      pid: dead,
+      start_time: "Wed Dec  2 08:36:20 2026",
+      ticks: "123456",
+      boot_id: bootId(),
+      pid_ns: pidNsOf(),
+    });
+    const debris = [
+      dirWithInfo(`${lock}.pending.${dead}.${randomUUID()}`, deadRecord),
+      emptyDir(`${lock}.pending.${dead}.${randomUUID()}`),
+      dirWithInfo(`${lock}.removing.${dead}.${randomUUID()}`, deadRecord),
+      emptyDir(`${lock}.removing.${dead}.${randomUUID()}`),
+    ];
+    const liveStaging = emptyDir(`${lock}.pending.${live.pid}.${randomUUID()}`);
+    return { debris, liveStaging, liveBefore: contentOf(liveStaging) };
+  }
+
+  it("is gone after the next acquisition of F in a new process; a live process's staging survives", async () => {
+    const root = tempRoot("exactlock-debris-");
+    const file = path.join(root, "state.json");
+    const { debris, liveStaging, liveBefore } = await plantDebris(root);
+    expect(lockNames(root, "state.json")).toHaveLength(5);
+
+    expect(await freshAcquisition(file)).toMatchObject({ ok: true });
+    expect({ left: lockNames(root, "state.json") }).toEqual({ left: [path.basename(liveStaging)] });
+    expect(debris.filter((d) => fs.existsSync(d))).toEqual([]);
+    expect(contentOf(liveStaging)).toEqual(liveBefore);
+  });
+
+  it("is removed by `exactlock gc DIR`; a live process's staging survives", async () => {
+    const root = tempRoot("exactlock-debris-");
+    const { debris, liveStaging, liveBefore } = await plantDebris(root);
+
+    const collected = await runGc(root);
+    expect(collected.code, collected.stderr).toBe(0);
+    expect({ left: lockNames(root, "state.json") }).toEqual({ left: [path.basename(liveStaging)] });
+    expect(debris.filter((d) => fs.existsSync(d))).toEqual([]);
+    expect(contentOf(liveStaging)).toEqual(liveBefore);
+  });
+});
