@@ -110,11 +110,22 @@ describe("publication", () => {
     expect(record.owner_token).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(record.pid).toBe(process.pid);
     expect(record.start_time).toBe(processStartTime(process.pid));
-    expect(Object.keys(record)).toEqual(["pid", "start_time", "start_time_format", "timestamp", "owner_token"]);
+    // The original's keys in its order; upstream 0.17's incarnation where
+    // it puts it; the boot and pid namespace after the original's keys.
+    expect(Object.keys(record)).toEqual([
+      "pid",
+      "start_time",
+      "start_time_format",
+      "process_incarnation",
+      "timestamp",
+      "owner_token",
+      "boot_id",
+      "pid_ns",
+    ]);
     expect(bytes).toBe(JSON.stringify(record));
   });
 
-  it("#13 writes owner_host_id last, exactly when ownerHostId is given", async () => {
+  it("#13 writes owner_host_id after the original's keys, exactly when ownerHostId is given", async () => {
     const file = path.join(makeRoot(), "state.json");
     const bytes = await withFileLock(file, async () => readInfo(file), { ownerHostId: "h-5f2c" });
     const record = JSON.parse(bytes);
@@ -122,9 +133,12 @@ describe("publication", () => {
       "pid",
       "start_time",
       "start_time_format",
+      "process_incarnation",
       "timestamp",
       "owner_token",
       "owner_host_id",
+      "boot_id",
+      "pid_ns",
     ]);
     expect(record.owner_host_id).toBe("h-5f2c");
     expect(bytes).toBe(JSON.stringify(record));

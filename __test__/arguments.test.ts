@@ -449,6 +449,56 @@ const TABLE: Record<string, Entry> = {
     mode: "async",
     rows: snapshotRows((p, s) => exactlock.exactRemoveDirectoryTreeAsync(p as string, s as never)),
   },
+  injectDelayForTesting: {
+    mode: "sync",
+    rows: [
+      row("step 5", TYPE, /^step must be a string; received type number \(5\)$/, () =>
+        exactlock.injectDelayForTesting(5 as never, 10),
+      ),
+      row("ms undefined", TYPE, /^ms must be a number; received undefined$/, () =>
+        exactlock.injectDelayForTesting("attempt", undefined as never),
+      ),
+      row("ms -1", VALUE, /^ms must be an integer from 0 to 4294967295; received -1$/, () =>
+        exactlock.injectDelayForTesting("attempt", -1),
+      ),
+      row("only 7", TYPE, /^only must be a string; received type number \(7\)$/, () =>
+        exactlock.injectDelayForTesting("attempt", 10, 7 as never),
+      ),
+      row("times 1.5", VALUE, /^times must be an integer .*; received 1\.5$/, () =>
+        exactlock.injectDelayForTesting("attempt", 10, undefined, 1.5),
+      ),
+      row("an unknown step", VALUE, /^step must name a known delay step; received "nope"$/, () =>
+        exactlock.injectDelayForTesting("nope", 10),
+      ),
+    ],
+  },
+  reapOrphanedLockStagingDirs: {
+    mode: "async",
+    rows: absolutePathRows("lockPath", (value) => exactlock.reapOrphanedLockStagingDirs(value as string)),
+  },
+  inspectFileLockStagingDir: {
+    mode: "async",
+    rows: [
+      ...absolutePathRows("stagingPath", (value) => exactlock.inspectFileLockStagingDir(value as string)),
+      row("probe 5", TYPE, /^probe must be a function; received type number \(5\)$/, (d) =>
+        exactlock.inspectFileLockStagingDir(path.join(d, "f.lock.pending.1.x"), 5 as never),
+      ),
+      row('remove "yes"', TYPE, /^remove must be a boolean; received type string \("yes"\)$/, (d) =>
+        exactlock.inspectFileLockStagingDir(path.join(d, "f.lock.pending.1.x"), undefined, "yes" as never),
+      ),
+    ],
+  },
+  fileLockStagingOwnerPid: {
+    mode: "sync",
+    rows: [
+      row("name 5", TYPE, /^name must be a string; received type number \(5\)$/, () =>
+        exactlock.fileLockStagingOwnerPid(5 as never),
+      ),
+      row("name undefined", TYPE, /^name must be a string; received undefined$/, () =>
+        exactlock.fileLockStagingOwnerPid(undefined as never),
+      ),
+    ],
+  },
   clearFaultsForTesting: { mode: "none", kind: "no-arguments", why: "takes no arguments" },
   nativeVersion: { mode: "none", kind: "no-arguments", why: "takes no arguments" },
   FileLockAcquireError: {

@@ -172,12 +172,34 @@ describe("removeFileLockDirForGc", () => {
     expect(readInfo(file)).toBe(later);
   });
 
-  it("#77 refuses (missing) when the info file is absent (a fresh acquirer mid-mkdir)", async () => {
+  // The original answers `missing` here; exactlock says what it sees: a
+  // directory still stands at the path (an acquirer mid-mkdir, or an empty
+  // dir that took the name), and it is not the generation judged. `missing`
+  // is kept for nothing at the path (next test).
+  it("#77 refuses (owner_changed, not missing) when the info file is absent but the directory stands", async () => {
     const { file, lockDir } = await deadLock();
     const observation = await readFileLockObservationForGc(lockDir);
     fs.rmSync(infoPathOf(file));
-    expect(await removeFileLockDirForGc(lockDir, observation!.info, observation!.identity)).toBe("missing");
+    expect(await removeFileLockDirForGc(lockDir, observation!.info, observation!.identity)).toBe("owner_changed");
     expect(fs.readdirSync(lockDir)).toEqual([]);
+  });
+
+  it("refuses (owner_changed) a malformed info at the path, and removes nothing", async () => {
+    const { file, lockDir } = await deadLock();
+    const observation = await readFileLockObservationForGc(lockDir);
+    fs.writeFileSync(infoPathOf(file), "{partial");
+    expect(await removeFileLockDirForGc(lockDir, observation!.info, observation!.identity)).toBe("owner_changed");
+    expect(fs.readFileSync(infoPathOf(file), "utf8")).toBe("{partial");
+  });
+
+  it("without any identity for the record: missing when nothing is there, owner_changed otherwise, as the original", async () => {
+    const { lockDir } = await deadLock();
+    const observation = await readFileLockObservationForGc(lockDir);
+    const copy = { ...observation!.info }; // a copy carries no removal authority
+    expect(await removeFileLockDirForGc(lockDir, copy)).toBe("owner_changed");
+    expect(fs.existsSync(lockDir)).toBe(true);
+    fs.rmSync(lockDir, { recursive: true });
+    expect(await removeFileLockDirForGc(lockDir, copy)).toBe("missing");
   });
 
   it("answers missing when nothing is at the lock path", async () => {

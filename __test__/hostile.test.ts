@@ -129,7 +129,7 @@ function listing(root: string): Record<string, Seen> {
 }
 
 function expectNoDebris(root: string): void {
-  const debris = Object.keys(listing(root)).filter((name) => /\.pending\.|\.removing$/.test(name));
+  const debris = Object.keys(listing(root)).filter((name) => /\.pending\.|\.removing(\.|$)/.test(name));
   expect(debris).toEqual([]);
 }
 

@@ -176,7 +176,7 @@ describe("records written by exactlock", () => {
     return withFileLock(file, async () => fs.readFileSync(`${file}.lock/info`, "utf8"), options);
   }
 
-  it("are JSON.stringify bytes with exactly pid, start_time, start_time_format, timestamp, owner_token in that order", async () => {
+  it("are JSON.stringify bytes: the original's keys in its order, upstream 0.17's process_incarnation where it writes it, boot_id and pid_ns after", async () => {
     const root = tempRoot();
     const file = path.join(root, "state.json");
     const before = Date.now();
@@ -184,7 +184,23 @@ describe("records written by exactlock", () => {
     const after = Date.now();
     const record = JSON.parse(bytes);
     expect(bytes).toBe(JSON.stringify(record));
-    expect(Object.keys(record)).toEqual(["pid", "start_time", "start_time_format", "timestamp", "owner_token"]);
+    expect(Object.keys(record)).toEqual([
+      "pid",
+      "start_time",
+      "start_time_format",
+      "process_incarnation",
+      "timestamp",
+      "owner_token",
+      "boot_id",
+      "pid_ns",
+    ]);
+    // The incarnation is byte-identical to upstream 0.17's for this
+    // process: `linux:` and field 22 of /proc/<pid>/stat.
+    const stat = fs.readFileSync(`/proc/${process.pid}/stat`, "latin1");
+    const ticks = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+    expect(record.process_incarnation).toBe(`linux:${ticks}`);
+    expect(record.boot_id).toBe(fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim());
+    expect(record.pid_ns).toBe(/\[(\d+)\]/.exec(fs.readlinkSync("/proc/self/ns/pid"))![1]);
     expect(record.pid).toBe(process.pid);
     expect(record.start_time).toBe(psStartTime(process.pid));
     expect(record.start_time_format).toBe("utc-v1");
@@ -195,7 +211,7 @@ describe("records written by exactlock", () => {
     expect(fs.existsSync(`${file}.lock`)).toBe(false);
   });
 
-  it("carry owner_host_id last, exactly when ownerHostId is passed", async () => {
+  it("carry owner_host_id after the original's other keys, exactly when ownerHostId is passed", async () => {
     const root = tempRoot();
     const file = path.join(root, "state.json");
     const bytes = await recordInsideSection(file, { ownerHostId: 'host "α"\\7' });
@@ -205,9 +221,12 @@ describe("records written by exactlock", () => {
       "pid",
       "start_time",
       "start_time_format",
+      "process_incarnation",
       "timestamp",
       "owner_token",
       "owner_host_id",
+      "boot_id",
+      "pid_ns",
     ]);
     expect(record.owner_host_id).toBe('host "α"\\7');
   });

@@ -36,7 +36,9 @@ function lockTree(root: string, name = "f.lock"): string {
 function expectIntact(lock: string): void {
   expect(fs.readFileSync(path.join(lock, "info"), "utf8")).toBe(INFO);
   expect(fs.readFileSync(path.join(lock, "sub", "deep"), "utf8")).toBe("deep");
-  expect(fs.existsSync(`${lock}.removing`)).toBe(false);
+  // Nothing left detached beside it under a quarantine name.
+  const beside = fs.readdirSync(path.dirname(lock)).filter((name) => name.includes(".removing"));
+  expect(beside).toEqual([]);
 }
 
 function snapshotOf(dir: string): NativeDirectorySnapshot {
@@ -339,9 +341,10 @@ describe("exactRemoveDirectoryTree", () => {
       change(lock);
       const before = fs.readdirSync(lock).sort();
       const result = await within(exactRemoveDirectoryTreeAsync(lock, snapshot), 5_000);
-      expect(result).toEqual({ ok: false, code: "identity_mismatch" });
+      // detachedPath: where the examined tree lives now (put back at its name).
+      expect(result).toEqual({ ok: false, code: "identity_mismatch", detachedPath: lock });
       expect(fs.readdirSync(lock).sort()).toEqual(before);
-      expect(fs.existsSync(`${lock}.removing`)).toBe(false);
+      expect(fs.readdirSync(root)).toEqual([path.basename(lock)]);
       if (what !== "a file removed") {
         expect(fs.readFileSync(path.join(lock, "info"), "utf8")).toBe(INFO);
       }
@@ -360,7 +363,11 @@ describe("exactRemoveDirectoryTree", () => {
       fs.rmSync(lock, { recursive: true });
       lockTree(root);
       const successorIno = fs.statSync(lock).ino;
-      expect(exactRemoveDirectoryTree(lock, snapshot)).toEqual({ ok: false, code: "identity_mismatch" });
+      expect(exactRemoveDirectoryTree(lock, snapshot)).toEqual({
+        ok: false,
+        code: "identity_mismatch",
+        detachedPath: lock,
+      });
       expectIntact(lock);
       expect(fs.statSync(lock).ino).toBe(successorIno);
     } finally {
@@ -368,14 +375,14 @@ describe("exactRemoveDirectoryTree", () => {
     }
   });
 
-  it("refuses when <path>.removing already exists and touches nothing", () => {
+  it("detaches to a name unique per use: whatever stands at <path>.removing is neither in the way nor touched", () => {
     const root = tempRoot();
     const lock = lockTree(root);
     const snapshot = snapshotOf(lock);
     fs.mkdirSync(`${lock}.removing`);
     fs.writeFileSync(path.join(`${lock}.removing`, "debris"), "d");
-    expect(exactRemoveDirectoryTree(lock, snapshot)).toEqual({ ok: false, code: "quarantine_collision" });
-    expect(fs.readFileSync(path.join(lock, "info"), "utf8")).toBe(INFO);
+    expect(exactRemoveDirectoryTree(lock, snapshot)).toEqual({ ok: true });
+    expect(fs.readdirSync(root)).toEqual([`${path.basename(lock)}.removing`]);
     expect(fs.readFileSync(path.join(`${lock}.removing`, "debris"), "utf8")).toBe("d");
   });
 
@@ -385,7 +392,11 @@ describe("exactRemoveDirectoryTree", () => {
     const snapshot = snapshotOf(lock);
     fs.renameSync(lock, path.join(root, "real"));
     fs.symlinkSync(path.join(root, "real"), lock);
-    expect(exactRemoveDirectoryTree(lock, snapshot)).toEqual({ ok: false, code: "identity_mismatch" });
+    expect(exactRemoveDirectoryTree(lock, snapshot)).toEqual({
+      ok: false,
+      code: "identity_mismatch",
+      detachedPath: lock,
+    });
     expect(fs.lstatSync(lock).isSymbolicLink()).toBe(true);
     expectIntact(path.join(root, "real"));
   });

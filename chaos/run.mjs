@@ -179,7 +179,7 @@ function sleep(ms) {
 function debrisIn(dir) {
   return fs
     .readdirSync(dir)
-    .filter((name) => /\.pending\./.test(name) || /\.removing$/.test(name) || /\.quarantine/.test(name));
+    .filter((name) => /\.pending\./.test(name) || /\.removing(\.|$)/.test(name) || /\.quarantine/.test(name));
 }
 
 /** Parses every log: counter values written, and the V/T/E/M lines. */
@@ -262,18 +262,18 @@ async function analyse(elapsedMs) {
 
   const beforeFinal = fs.readdirSync(dataDir).sort();
   // What the kills left, before anyone cleans up: a lock of a dead owner,
-  // staging dirs of waiters killed while publishing, a `.removing` of a
-  // holder killed while releasing. Informational: the next acquirers are
+  // staging dirs of waiters killed while publishing, a quarantine dir
+  // (`.removing.<pid>.<uuid>`) of a holder killed while releasing. Informational: the next acquirers are
   // responsible for it, and that is what is checked below.
   const leftByKills = debrisIn(dataDir);
   // The next acquirers, after every process has exited:
   // 1. one ordinary acquire (retries: 0 = one attempt, no waiting): a lock
-  //    of a dead owner must be reclaimed by it at once;
+  //    of a dead owner must be reclaimed by it at once, and, as the first
+  //    acquisition of this lock in this process, it reaps the staging and
+  //    quarantine dirs that killed waiters, publishers and releasers left;
   // 2. while it holds, one contended acquire (retries: 0; it must give up
-  //    with ELOCKED): the core reaps dead processes' staging dirs when it
-  //    finds the lock held;
-  // 3. the release: a `.removing` left by a killed releaser is reaped when
-  //    the next release needs the name.
+  //    with ELOCKED), which must leave nothing behind;
+  // 3. the release.
   // Whatever lock debris survives these is DEBRIS.
   let finalAcquire = "ok";
   let contendedAcquire = "not run";

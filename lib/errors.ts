@@ -62,9 +62,13 @@ const LIVENESS_WORDS: Record<string, string> = {
   pid_reused: "pid reused by another process",
   dead_not_reaped: "dead but not reaped",
   dead: "dead",
-  previous_boot: "died with an earlier boot of this machine",
-  foreign_pid_namespace: "in another pid namespace, liveness unknown from here",
   unknown: "liveness unknown",
+};
+
+/** Words for the verdicts whose liveness alone says too little. */
+const REASON_WORDS: Record<string, string> = {
+  owner_previous_boot: "dead: its record was written before this machine last booted",
+  foreign_pid_namespace: "in another pid namespace: liveness unknown from here",
 };
 
 function since(timestamp: number | undefined | null): string {
@@ -92,7 +96,8 @@ export function describeHolder(holder: HolderInfo | undefined | null, hostAware 
         return `held by ${pid} ${where} (liveness unknown from this host) since ${since(holder.timestamp)}`;
       }
       const where = holder.ownerHostId ? ` on host ${holder.ownerHostId}` : hostAware ? " on this host" : "";
-      const liveness = LIVENESS_WORDS[holder.liveness ?? "unknown"] ?? holder.liveness;
+      const liveness =
+        REASON_WORDS[holder.reason] ?? LIVENESS_WORDS[holder.liveness ?? "unknown"] ?? holder.liveness;
       const unremovable = holder.removalFailure
         ? `; its lock directory could not be removed (${holder.removalFailure}): fix that (permissions, immutable files) or remove it by hand`
         : "";

@@ -127,14 +127,7 @@ export async function genericFileLockDirIsStale(
   return (await genericFileLockDirStaleVerdict(lockDir, staleMs, ownerHostId)).stale;
 }
 
-export type LockLiveness =
-  | "live"
-  | "dead"
-  | "dead_not_reaped"
-  | "pid_reused"
-  | "previous_boot"
-  | "foreign_pid_namespace"
-  | "unknown";
+export type LockLiveness = "live" | "dead" | "dead_not_reaped" | "pid_reused" | "unknown";
 
 export interface LockInspection {
   filePath: string;

@@ -13,9 +13,18 @@ export {
   FILE_LOCK_RELEASE_RETRY_DELAY_MS,
   FileLockTestHooks,
   injectFaultForTesting,
+  injectDelayForTesting,
   clearFaultsForTesting,
   type LockRelease,
 } from "./lock.js";
+export {
+  reapOrphanedLockStagingDirs,
+  inspectFileLockStagingDir,
+  fileLockStagingOwnerPid,
+  type FileLockStagingResult,
+  type FileLockStagingStatus,
+  type FileLockStagingProbe,
+} from "./debris.js";
 export { FileLockAcquireError, FileLockError, describeHolder } from "./errors.js";
 export type { FileLockOptions } from "./options.js";
 export {

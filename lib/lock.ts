@@ -5,7 +5,7 @@
 import * as native from "../native/index.js";
 import { argumentError, FileLockAcquireError, FileLockError, errorFromFailure } from "./errors.js";
 import { type FileLockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
-import { validateFilePath, validateFunction, validateOptionalCount, validateString } from "./validate.js";
+import { validateCount, validateFilePath, validateFunction, validateOptionalCount, validateString } from "./validate.js";
 
 /** Releases the lock; also `await using`-disposable. */
 export type LockRelease = (() => Promise<void>) & AsyncDisposable;
@@ -31,7 +31,22 @@ export function injectFaultForTesting(step: string, code: string, times?: number
   }
 }
 
-/** Disarms every injected fault (tests only). */
+/**
+ * Makes a native step (`attempt`, `release`, `parent.created`) stall for
+ * `ms` milliseconds on lock or directory names containing `only`, `times`
+ * times or always (tests only): a slow filesystem, or a window for a race.
+ */
+export function injectDelayForTesting(step: string, ms: number, only?: string, times?: number): void {
+  validateString(step, "step");
+  const delay = validateCount(ms, "ms");
+  if (only !== undefined) validateString(only, "only");
+  validateOptionalCount(times, "times");
+  if (!native.injectDelayForTesting(step, delay, only, times)) {
+    throw argumentError(`step must name a known delay step; received ${JSON.stringify(step)}`);
+  }
+}
+
+/** Disarms every injected fault and delay (tests only). */
 export function clearFaultsForTesting(): void {
   native.clearFaultsForTesting();
 }

@@ -87,6 +87,12 @@ export function validateOptionalCount(value: unknown, name: string): number | un
   return value;
 }
 
+/** An integer from 0 to 2^32 − 1 (required). */
+export function validateCount(value: unknown, name: string): number {
+  if (value === undefined) throw wrongType(name, "a number", value);
+  return validateOptionalCount(value, name)!;
+}
+
 /** `undefined`, or a value of `typeof expected`. */
 function optionalOfType<T>(value: unknown, name: string, type: "boolean" | "function", expected: string): T | undefined {
   if (value !== undefined && typeof value !== type) throw wrongType(name, expected, value);

@@ -86,20 +86,29 @@ describe("under bun: a SIGKILLed holder costs nothing", () => {
 });
 
 describe("under bun: the record bytes", () => {
-  it("are JSON.stringify bytes with exactly pid, start_time, start_time_format, timestamp, owner_token in that order", async () => {
+  it("are JSON.stringify bytes: the original's keys in its order, process_incarnation where upstream 0.17 writes it, boot_id and pid_ns after", async () => {
     const root = tempRoot("exactlock-mp-bun-");
     const file = path.join(root, "state.json");
     const bytes = await withFileLock(file, async () => fs.readFileSync(`${file}.lock/info`, "utf8"));
     const record = JSON.parse(bytes);
     expect(bytes).toBe(JSON.stringify(record));
-    expect(Object.keys(record)).toEqual(["pid", "start_time", "start_time_format", "timestamp", "owner_token"]);
+    expect(Object.keys(record)).toEqual([
+      "pid",
+      "start_time",
+      "start_time_format",
+      "process_incarnation",
+      "timestamp",
+      "owner_token",
+      "boot_id",
+      "pid_ns",
+    ]);
     expect(record.pid).toBe(process.pid);
     expect(record.start_time).toBe(psStartTime(process.pid));
     expect(record.start_time_format).toBe("utc-v1");
     expect(Number.isInteger(record.timestamp)).toBe(true);
   });
 
-  it("carry owner_host_id last when ownerHostId is passed", async () => {
+  it("carry owner_host_id after the original's other keys when ownerHostId is passed", async () => {
     const root = tempRoot("exactlock-mp-bun-");
     const file = path.join(root, "state.json");
     const bytes = await withFileLock(file, async () => fs.readFileSync(`${file}.lock/info`, "utf8"), {
@@ -111,9 +120,12 @@ describe("under bun: the record bytes", () => {
       "pid",
       "start_time",
       "start_time_format",
+      "process_incarnation",
       "timestamp",
       "owner_token",
       "owner_host_id",
+      "boot_id",
+      "pid_ns",
     ]);
     expect(record.owner_host_id).toBe("bun-host");
   });

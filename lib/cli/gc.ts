@@ -2,7 +2,9 @@
  * `exactlock gc DIR`: finds `*.lock` directories below DIR and removes only
  * the provably stale ones, through the identity-bound path: the verdict's
  * identity is the removal authority, so a lock that changed after the
- * verdict (a successor, a swap) is kept. Prints every decision.
+ * verdict (a successor, a swap) is kept. Then the debris beside locks
+ * (staging and quarantine directories of killed processes), judged by the
+ * native core the same way. Prints every decision.
  */
 import type { Dirent } from "node:fs";
 import { lstat, readdir } from "node:fs/promises";
@@ -14,6 +16,7 @@ import {
   removeFileLockDirForGc,
   type LockInspection,
 } from "../index.js";
+import { collectDebrisIn, type DebrisDecision } from "../debris.js";
 import { hostIdFlag, integerFlag, parseFlags, UsageError } from "./args.js";
 import { printJson } from "./format.js";
 import { explainReason } from "./reasons.js";
@@ -25,6 +28,12 @@ removes those a waiter would reclaim and that carry an owner record: the
 owner is proven dead (or its pid reused). Each removal is bound to the exact
 object judged: if the lock changed since the verdict, it is kept. Never
 removes a live, foreign-host, malformed, ownerless or symlinked lock.
+
+It also judges what killed processes leave beside a lock: staging
+directories (F.lock.pending.<pid>.<uuid>) and quarantine directories
+(F.lock.removing.<pid>.<uuid>, and the old fixed F.lock.removing). One is
+removed only when its content is a lock's (one owner record, or nothing)
+and its owner is proven dead; anything else there is kept and reported.
 
 Options:
   --dry-run              decide and print, remove nothing
@@ -95,22 +104,34 @@ interface Candidate {
   symlink: boolean;
 }
 
+/** What the walk found: lock entries, and the directories that hold debris names. */
+interface Found {
+  locks: Candidate[];
+  debrisDirs: string[];
+}
+
 function isLockName(name: string): boolean {
   return name.endsWith(".lock") && name.length > ".lock".length;
 }
 
+/** A name the native core may judge as debris (it decides; this only finds). */
+function isDebrisName(name: string): boolean {
+  return /\.lock\.(pending|removing)\./.test(name) || (name.endsWith(".lock.removing") && name.length > 14);
+}
+
 /** What to do with one directory entry: a candidate, a directory to descend, or nothing. */
-function classify(dir: string, entry: Dirent): { candidate?: Candidate; descend?: string } {
+function classify(dir: string, entry: Dirent): { candidate?: Candidate; descend?: string; debris?: boolean } {
   const full = path.join(dir, entry.name);
+  if (isDebrisName(entry.name)) return { debris: true };
   if (isLockName(entry.name) && entry.isSymbolicLink()) return { candidate: { lockPath: full, symlink: true } };
   if (!entry.isDirectory()) return {};
   if (isLockName(entry.name)) return { candidate: { lockPath: full, symlink: false } };
   return { descend: full };
 }
 
-/** Walks `root` depth-first without following symlinks; lock dirs are not descended. */
-async function findLocks(root: string, errors: GcReport["errors"]): Promise<Candidate[]> {
-  const found: Candidate[] = [];
+/** Walks `root` depth-first without following symlinks; lock dirs and debris are not descended. */
+async function findLocks(root: string, errors: GcReport["errors"]): Promise<Found> {
+  const found: Found = { locks: [], debrisDirs: [] };
   const pending = [root];
   while (pending.length > 0) {
     const dir = pending.pop()!;
@@ -122,13 +143,38 @@ async function findLocks(root: string, errors: GcReport["errors"]): Promise<Cand
       continue;
     }
     entries.sort((a, b) => (a.name < b.name ? 1 : a.name > b.name ? -1 : 0));
+    let debris = false;
     for (const entry of entries) {
-      const { candidate, descend } = classify(dir, entry);
-      if (candidate) found.push(candidate);
+      const { candidate, descend, debris: isDebris } = classify(dir, entry);
+      if (candidate) found.locks.push(candidate);
       if (descend) pending.push(descend);
+      debris ||= isDebris === true;
     }
+    if (debris) found.debrisDirs.push(dir);
   }
-  return found.sort((a, b) => (a.lockPath < b.lockPath ? -1 : a.lockPath > b.lockPath ? 1 : 0));
+  found.locks.sort((a, b) => (a.lockPath < b.lockPath ? -1 : a.lockPath > b.lockPath ? 1 : 0));
+  found.debrisDirs.sort();
+  return found;
+}
+
+/** A debris decision as a gc decision. */
+function debrisDecision(debris: DebrisDecision, dryRun: boolean): GcDecision {
+  const action: GcAction = debris.removed
+    ? "removed"
+    : dryRun && debris.status === "dead" && debris.reason === "file_lock_staging_owner_dead"
+      ? "would_remove"
+      : debris.reason === "enoent_already_gone"
+        ? "gone"
+        : "kept";
+  const owner = debris.pid === undefined ? "" : `pid ${debris.pid} (${debris.status})`;
+  return {
+    lockPath: debris.path,
+    action,
+    reason: debris.reason,
+    description: `${debris.kind.replace("_", " ")} directory${owner ? ` of ${owner}` : ""}`,
+    ...(debris.pid === undefined ? {} : { pid: debris.pid }),
+    ...(owner ? { holder: `${debris.kind.replace("_", " ")} directory of ${owner}` } : {}),
+  };
 }
 
 function describe(inspection: LockInspection): { description: string; pid?: number; holder?: string } {
@@ -174,6 +220,14 @@ async function decide(candidate: Candidate, options: GcOptions): Promise<GcDecis
 }
 
 const WORDS: Record<string, string> = {
+  unverified_staging_directory:
+    "named like lock debris, but its content is not a lock's (a user's directory, a file, a symlink, a malformed record); never removed",
+  in_process_staging_owner: "belongs to this very process",
+  host_qualified_staging_owner: "another host's (or a host-qualified) owner; its pid is not ours to probe",
+  file_lock_staging_owner_alive: "its owner is running",
+  file_lock_staging_owner_unknown: "its owner's liveness cannot be proven; kept",
+  busy: "another process is removing or reclaiming it right now",
+  enoent_already_gone: "already gone",
   symlink: "a symlink named like a lock; never followed or removed",
   no_owner_record: "stale but without an owner record (an empty legacy dir); gc removes only recorded owners",
   owner_changed: "the lock changed after the verdict (a new owner or a swapped object); left alone",
@@ -211,13 +265,23 @@ export async function gcCommand(argv: string[]): Promise<number> {
   }
   await ensureDirectory(options.dir);
   const report: GcReport = { dir: options.dir, dryRun: options.dryRun, decisions: [], errors: [], counts: count([]) };
-  for (const candidate of await findLocks(options.dir, report.errors)) {
+  const record = (decision: GcDecision) => {
+    report.decisions.push(decision);
+    if (!options.json) process.stdout.write(`${formatDecision(decision)}\n`);
+  };
+  const found = await findLocks(options.dir, report.errors);
+  for (const candidate of found.locks) {
     try {
-      const decision = await decide(candidate, options);
-      report.decisions.push(decision);
-      if (!options.json) process.stdout.write(`${formatDecision(decision)}\n`);
+      record(await decide(candidate, options));
     } catch (error) {
       report.errors.push({ path: candidate.lockPath, message: (error as Error).message });
+    }
+  }
+  for (const dir of found.debrisDirs) {
+    try {
+      for (const debris of await collectDebrisIn(dir, options.dryRun)) record(debrisDecision(debris, options.dryRun));
+    } catch (error) {
+      report.errors.push({ path: dir, message: (error as Error).message });
     }
   }
   report.counts = count(report.decisions);
@@ -235,7 +299,7 @@ function printSummary(report: GcReport, json: boolean): void {
   const { removed, would_remove, kept, gone } = report.counts;
   const done = report.dryRun ? `${would_remove} would be removed` : `${removed} removed`;
   process.stdout.write(
-    `${report.decisions.length} lock(s) under ${report.dir}: ${done}, ${kept} kept, ${gone} already gone` +
+    `${report.decisions.length} lock(s) and debris under ${report.dir}: ${done}, ${kept} kept, ${gone} already gone` +
       `${report.dryRun ? " (dry run: nothing removed)" : ""}\n`,
   );
 }

@@ -194,3 +194,13 @@ fn unverified(path: &str) -> StagingResultJs {
         root: None,
     }
 }
+
+/// `fileLockStagingOwnerPid(name)`: the pid in a staging name
+/// `<file>.lock.pending.<pid>.<uuid>`, or `null`.
+#[napi]
+pub fn staging_owner_pid(name: String) -> Option<u32> {
+    match debris::classify_name(OsStr::new(&name)) {
+        Some((lock, Kind::Staging, pid)) if lock.to_string_lossy().ends_with(".lock") => pid,
+        _ => None,
+    }
+}

@@ -176,7 +176,7 @@ enum Step {
     /// Held by someone we must wait for (`None`: not known after a run of
     /// retries); the holder's pidfd when it is a local live process.
     Held {
-        holder: Option<Holder>,
+        holder: Option<Box<Holder>>,
         exit: Option<AsyncFd<OwnedFd>>,
     },
 }
@@ -236,12 +236,12 @@ pub async fn acquire(
     };
     match driver.run(attempts).await {
         Ok((attempts, claim)) => {
-            dispose(attempts);
+            dispose(attempts).await;
             Ok(claim)
         }
         Err((attempts, error)) => {
             if let Some(attempts) = attempts {
-                dispose(attempts);
+                dispose(attempts).await;
             }
             Err(error)
         }
@@ -249,10 +249,11 @@ pub async fn acquire(
 }
 
 /// Drops what an acquisition leaves (a staged record to remove) on a
-/// blocking thread.
-fn dispose(attempts: Attempts) {
+/// blocking thread, before the caller is answered: nothing of a finished
+/// acquisition stays on disk.
+async fn dispose(attempts: Attempts) {
     if attempts.staged.is_some() {
-        tokio::task::spawn_blocking(move || drop(attempts));
+        let _ = tokio::task::spawn_blocking(move || drop(attempts)).await;
     }
 }
 
@@ -390,11 +391,11 @@ impl Driver {
     async fn wait_or_give_up(
         &mut self,
         attempts: Attempts,
-        holder: Option<Holder>,
+        holder: Option<Box<Holder>>,
         exit: Option<AsyncFd<OwnedFd>>,
     ) -> Result<Attempts, (Option<Attempts>, AcquireError)> {
-        if holder.is_some() {
-            self.last_holder = holder;
+        if let Some(holder) = holder {
+            self.last_holder = Some(*holder);
         }
         if Instant::now() < self.deadline {
             let delay = self
@@ -522,7 +523,7 @@ impl Attempts {
         };
         self.stage_for_wake(parent.as_fd())?;
         Ok(Step::Held {
-            holder: Some(holder),
+            holder: Some(Box::new(holder)),
             exit,
         })
     }

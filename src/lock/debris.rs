@@ -15,7 +15,9 @@
 //! A candidate is removed only when its content proves it is a lock's and
 //! its owner is proven gone: exactly one regular file `info` holding a valid
 //! record whose owner is dead (the record's pid is authoritative over the
-//! name's), or an empty directory whose name's pid is dead. And only while
+//! name's), or an empty directory (or one holding only an empty `info`, a
+//! publisher killed between creating its record and writing it) whose
+//! name's pid is dead. And only while
 //! nobody works on it: removers and reclaimers hold a `flock` on the tree
 //! they act on, and a candidate whose `flock` is taken is left to them.
 //! The removal is identity-bound (the snapshot taken before the verdict).
@@ -201,7 +203,7 @@ pub fn decide(
             }
             (pid, record_status(record, judge, root))
         }
-        Owner::NoRecord { .. } if is_empty_dir(&snapshot) && name_pid.is_some() => {
+        _ if is_unwritten(&owner, &snapshot) && name_pid.is_some() => {
             if ours(name_pid) {
                 return keep(name, kind, name_pid, "in_process_staging_owner")
                     .with_status(Status::Alive)
@@ -235,6 +237,16 @@ pub fn decide(
 
 /// Removes the judged tree, bound to its snapshot; the `flock` taken on
 /// `dir` is held until the end.
+/// An empty directory, or one holding only an empty `info`: the states a
+/// staging directory is in between its `mkdirat` and its record's write.
+fn is_unwritten(owner: &Owner, snapshot: &TreeSnapshot) -> bool {
+    match owner {
+        Owner::NoRecord { .. } => is_empty_dir(snapshot),
+        Owner::Malformed => info_entry(snapshot).is_some_and(|info| info.size == 0),
+        _ => false,
+    }
+}
+
 fn remove_judged(
     parent: BorrowedFd<'_>,
     name: &OsStr,
@@ -460,6 +472,14 @@ mod tests {
             Some(&record_of(dead)),
         );
         plant(&root, &format!("f.lock.removing.{dead}.{UUID}"), None);
+        plant(
+            &root,
+            &format!(
+                "f.lock.pending.{dead}.{}",
+                "62345678-1234-1234-1234-123456789abc"
+            ),
+            Some(""),
+        );
         // Kept: a live owner's record under a dead name (the record is
         // authoritative), a live name's empty staging, our own, a user's
         // directory at each name, a malformed record, the legacy name
@@ -496,7 +516,7 @@ mod tests {
 
         let decisions = reap_all(&root);
         let removed: Vec<_> = decisions.iter().filter(|d| d.removed).collect();
-        assert_eq!(removed.len(), 2, "{decisions:#?}");
+        assert_eq!(removed.len(), 3, "{decisions:#?}");
         let mut left = listing(&root);
         left.sort();
         let mut expected: Vec<String> = kept.to_vec();
@@ -522,7 +542,7 @@ mod tests {
         rustix::fs::flock(&turn, FlockOperation::NonBlockingLockExclusive).unwrap();
         let decisions = reap_all(&root);
         assert_eq!(decisions[0].reason, "busy");
-        assert_eq!(listing(&root), [name.clone()]);
+        assert_eq!(listing(&root), std::slice::from_ref(&name));
         drop(turn);
         assert!(reap_all(&root)[0].removed);
         assert!(listing(&root).is_empty());

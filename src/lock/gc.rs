@@ -76,7 +76,7 @@ pub fn read_observation(lock_dir: &Path) -> Result<Option<GcObservation>, Errno>
     };
     Ok(
         LockDirIdentity::of_snapshot(&snapshot).map(|identity| GcObservation {
-            record,
+            record: *record,
             bytes,
             identity,
         }),

@@ -42,7 +42,10 @@ pub enum Owner {
     /// An `info` file whose bytes do not validate.
     Malformed,
     /// A valid record, with the exact bytes it was parsed from.
-    Valid { record: OwnerRecord, bytes: Vec<u8> },
+    Valid {
+        record: Box<OwnerRecord>,
+        bytes: Vec<u8>,
+    },
 }
 
 /// Failures that are not an answer about the lock but an error to report.
@@ -105,7 +108,10 @@ pub fn observe(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, Obse
                 });
             }
             match OwnerRecord::parse(&bytes) {
-                Some(record) => Owner::Valid { record, bytes },
+                Some(record) => Owner::Valid {
+                    record: Box::new(record),
+                    bytes,
+                },
                 None => Owner::Malformed,
             }
         }

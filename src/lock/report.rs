@@ -81,14 +81,13 @@ pub fn describe_record(record: OwnerRecord, verdict: Verdict, policy: &HostPolic
 }
 
 /// Describes the holder an observation shows.
-
 pub fn describe(observation: &Observation, verdict: Verdict, policy: &HostPolicy) -> Holder {
     let (state, record, code) = match observation {
         Observation::Missing => (HolderState::Free, None, None),
         Observation::Refused { code } => (HolderState::NotALock, None, Some(*code)),
         Observation::Transient { code } => (HolderState::Transient, None, Some(*code)),
         Observation::Lock { owner, .. } => match owner {
-            Owner::Valid { record, .. } => (HolderState::Record, Some(record.clone()), None),
+            Owner::Valid { record, .. } => (HolderState::Record, Some((**record).clone()), None),
             Owner::Malformed | Owner::Unrecognized => (HolderState::Malformed, None, None),
             Owner::NoRecord { .. } => (HolderState::NoRecord, None, None),
         },

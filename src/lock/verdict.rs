@@ -96,15 +96,16 @@ pub enum Liveness {
 }
 
 impl Liveness {
+    /// The contract's word for it: an owner of an earlier boot is `dead`,
+    /// one of another pid namespace `unknown` (the verdict's reason tells
+    /// them apart from the plain cases).
     pub fn as_str(self) -> &'static str {
         match self {
             Liveness::Live => "live",
             Liveness::PidReused => "pid_reused",
             Liveness::DeadNotReaped => "dead_not_reaped",
-            Liveness::Dead => "dead",
-            Liveness::PreviousBoot => "previous_boot",
-            Liveness::ForeignNamespace => "foreign_pid_namespace",
-            Liveness::Unknown => "unknown",
+            Liveness::Dead | Liveness::PreviousBoot => "dead",
+            Liveness::ForeignNamespace | Liveness::Unknown => "unknown",
         }
     }
 
@@ -340,7 +341,7 @@ mod tests {
     fn valid(record: OwnerRecord) -> Observation {
         lock(Owner::Valid {
             bytes: record.to_json().into_bytes(),
-            record,
+            record: Box::new(record),
         })
     }
 
