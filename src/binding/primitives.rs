@@ -232,12 +232,7 @@ fn exact_remove(path: &Path, expected: Option<&TreeSnapshot>) -> NativeExactUnli
 fn exact_remove_outcome(path: &Path, expected: Option<&TreeSnapshot>) -> ExactUnlinkOutcome {
     match expected {
         Some(expected) => tree::exact_remove_tree(path, expected),
-        None => ExactUnlinkOutcome {
-            ok: false,
-            code: Some(TreeError::InvalidRequest.code()),
-            detached_path: None,
-            retained_successor_path: None,
-        },
+        None => ExactUnlinkOutcome::failed(TreeError::InvalidRequest),
     }
 }
 

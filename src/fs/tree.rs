@@ -294,6 +294,8 @@ pub struct ExactUnlinkOutcome {
     /// A different object that took the original name meanwhile; never
     /// removed.
     pub retained_successor_path: Option<PathBuf>,
+    /// The errno behind an `io_error` (`EPERM`, `EACCES`…), for messages.
+    pub os_code: Option<&'static str>,
 }
 
 impl ExactUnlinkOutcome {
@@ -303,6 +305,7 @@ impl ExactUnlinkOutcome {
             code: None,
             detached_path: None,
             retained_successor_path: None,
+            os_code: None,
         }
     }
 
@@ -312,7 +315,17 @@ impl ExactUnlinkOutcome {
             code: Some(code),
             detached_path: None,
             retained_successor_path: None,
+            os_code: None,
         }
+    }
+
+    /// A refusal for `error`, keeping its errno when it has one.
+    pub fn failed(error: TreeError) -> Self {
+        let mut outcome = Self::refused(error.code());
+        if let TreeError::Io(errno) = error {
+            outcome.os_code = Some(crate::sys::errno::errno_code(errno));
+        }
+        outcome
     }
 
     fn detached_at(mut self, path: PathBuf) -> Self {
@@ -424,7 +437,7 @@ pub fn exact_remove_tree_at(
         Ok((detached, detached_stat)) => {
             match delete_verified(parent, &removing, detached, &detached_stat, expected) {
                 Ok(()) => ExactUnlinkOutcome::removed(),
-                Err(error) => ExactUnlinkOutcome::refused(error.code()).detached_at(detached_path),
+                Err(error) => ExactUnlinkOutcome::failed(error).detached_at(detached_path),
             }
         }
         Err(code) => put_back(parent, &removing, name, code, detached_path, parent_path),
@@ -457,7 +470,7 @@ pub fn remove_tree_in_place_at(
     match verify_in_place(parent, name, expected) {
         Ok((root, root_stat)) => match delete_verified(parent, name, root, &root_stat, expected) {
             Ok(()) => ExactUnlinkOutcome::removed(),
-            Err(error) => ExactUnlinkOutcome::refused(error.code()),
+            Err(error) => ExactUnlinkOutcome::failed(error),
         },
         Err(code) => ExactUnlinkOutcome::refused(code),
     }

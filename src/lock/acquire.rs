@@ -201,7 +201,7 @@ impl Drop for QueuePlace {
 /// blocking thread for each attempt and back.
 struct Attempts {
     options: Arc<AcquireOptions>,
-    this: &'static ThisProcess,
+    this: Arc<ThisProcess>,
     lock_path: PathBuf,
     parent_path: PathBuf,
     lock_name: OsString,
@@ -590,7 +590,7 @@ impl Attempts {
     /// The record this attempt would publish, stamped now.
     fn record(&self) -> Vec<u8> {
         OwnerRecord::for_this_process(
-            self.this,
+            &self.this,
             now_ms(),
             self.owner_token.clone(),
             self.options.policy.owner_host_id.clone(),
@@ -776,7 +776,7 @@ impl Attempts {
         Ok(if retry {
             Judged::Retry
         } else {
-            let code = outcome.code.unwrap_or("io_error");
+            let code = outcome.os_code.or(outcome.code).unwrap_or("io_error");
             Judged::Held(self.holder_now(parent).unremovable(code))
         })
     }

@@ -133,7 +133,7 @@ pub fn publish_over(
             // It cannot be deleted (no permission, immutable...): holding
             // the lock would leave it under our staging name for good. Give
             // it its name back and say why, as the in-place path would.
-            let code = removal.code.unwrap_or("io_error");
+            let code = removal.os_code.or(removal.code).unwrap_or("io_error");
             if fs::renameat_with(parent, &staging, parent, lock_name, RenameFlags::EXCHANGE).is_ok()
             {
                 remove_staging(parent, &staging, Some(&staged.root));

@@ -27,7 +27,7 @@ use crate::sys::{incarnation, lstart, process};
 /// kernel about a pid. Parameters, so the rules can be tested without
 /// processes or clocks.
 pub struct Observer<'a> {
-    pub boot_id: Option<&'a str>,
+    pub boot_id: Option<String>,
     pub pid_ns: Option<u64>,
     pub probe: &'a dyn Fn(u32) -> Probe,
     /// The wall-clock start (seconds since the epoch) of a process that
@@ -123,7 +123,7 @@ pub fn liveness_of(record: &OwnerRecord, observer: &Observer<'_>) -> Liveness {
     let Some(pid) = record.pid_u32() else {
         return Liveness::Unknown;
     };
-    if let (Some(theirs), Some(ours)) = (record.boot_id.as_deref(), observer.boot_id)
+    if let (Some(theirs), Some(ours)) = (record.boot_id.as_deref(), observer.boot_id.as_deref())
         && theirs != ours
     {
         return Liveness::PreviousBoot;
@@ -358,7 +358,7 @@ mod tests {
     /// An observer on boot [`BOOT`], namespace [`NS`].
     fn observer(probe: &dyn Fn(u32) -> Probe) -> Observer<'_> {
         Observer {
-            boot_id: Some(BOOT),
+            boot_id: Some(BOOT.to_string()),
             pid_ns: Some(NS),
             probe,
             start_secs: &seconds,

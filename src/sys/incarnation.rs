@@ -17,7 +17,7 @@
 //! writes for the same process, so its readers judge our records by the
 //! ticks too instead of by the wall-clock `start_time`.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use rustix::fs::{self, Mode, OFlags};
 use rustix::io::Errno;
@@ -49,35 +49,43 @@ pub struct ProcMissing;
 /// process (none of it can change: a process never leaves its boot or its
 /// pid namespace). `Err` when `/proc` is not mounted: then no owner could
 /// ever be proven dead or alive by its start, and exactlock refuses to
-/// lock rather than write records nobody can judge. A failure is not
-/// cached, so a later mount is picked up.
-pub fn this_process() -> Result<&'static ThisProcess, ProcMissing> {
-    static THIS: OnceLock<ThisProcess> = OnceLock::new();
+/// lock rather than write records nobody can judge. Only a complete answer
+/// is kept: one that missed a part (a transient `EMFILE`) is used once and
+/// read again next time, so one bad moment cannot strip every later record
+/// of its incarnation.
+pub fn this_process() -> Result<Arc<ThisProcess>, ProcMissing> {
+    static THIS: OnceLock<Arc<ThisProcess>> = OnceLock::new();
     if let Some(this) = THIS.get() {
-        return Ok(this);
+        return Ok(this.clone());
     }
     let start_ticks = match process::self_stat() {
         Ok(stat) => Some(stat.start_ticks),
         Err(Errno::NOENT) => return Err(ProcMissing),
         Err(_) => None,
     };
-    let start_time = start_ticks
+    let rendered = start_ticks
         .and_then(lstart::start_secs)
-        .and_then(lstart::format_lstart)
-        .unwrap_or_else(|| UNKNOWN_START_TIME.to_string());
-    Ok(THIS.get_or_init(|| ThisProcess {
-        start_time,
+        .and_then(lstart::format_lstart);
+    let this = ThisProcess {
+        start_time: rendered
+            .clone()
+            .unwrap_or_else(|| UNKNOWN_START_TIME.to_string()),
         start_ticks,
         boot_id: read_boot_id(),
         pid_ns: read_pid_ns(),
-    }))
+    };
+    let complete = rendered.is_some() && this.boot_id.is_some() && this.pid_ns.is_some();
+    if complete {
+        return Ok(THIS.get_or_init(|| Arc::new(this)).clone());
+    }
+    Ok(Arc::new(this))
 }
 
 /// The boot id and pid namespace of this process, as an observer judging
 /// someone else's record: `None` for what cannot be read.
-pub fn observer() -> (Option<&'static str>, Option<u64>) {
+pub fn observer() -> (Option<String>, Option<u64>) {
     match this_process() {
-        Ok(this) => (this.boot_id.as_deref(), this.pid_ns),
+        Ok(this) => (this.boot_id.clone(), this.pid_ns),
         Err(ProcMissing) => (None, None),
     }
 }
@@ -156,7 +164,7 @@ mod tests {
             lstart::start_time(std::process::id())
         );
         // Kept: the same allocation every time.
-        assert!(std::ptr::eq(this, this_process().unwrap()));
+        assert!(Arc::ptr_eq(&this, &this_process().unwrap()));
     }
 
     #[test]

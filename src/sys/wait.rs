@@ -88,9 +88,12 @@ async fn read_events(watcher: &Watcher) {
         loop {
             match reader.next() {
                 Ok(event) => {
-                    let everyone = event
-                        .events()
-                        .intersects(ReadFlags::QUEUE_OVERFLOW | ReadFlags::IGNORED);
+                    let everyone = event.events().intersects(
+                        ReadFlags::QUEUE_OVERFLOW
+                            | ReadFlags::IGNORED
+                            | ReadFlags::MOVE_SELF
+                            | ReadFlags::DELETE_SELF,
+                    );
                     let name = event.file_name().map(|name| name.to_bytes().to_vec());
                     wake(watcher, event.wd(), everyone, name.as_deref());
                 }
@@ -134,7 +137,14 @@ pub fn watch(dir: BorrowedFd<'_>, name: &OsStr, wake: Arc<Notify>) -> Option<Sub
     // inotify takes a path; the magic link of our descriptor names exactly
     // the directory we opened, whatever happened to its path since.
     let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
-    let mask = WatchFlags::DELETE | WatchFlags::MOVED_FROM | WatchFlags::ONLYDIR;
+    // The name deleted or moved away; and the directory itself moved or
+    // deleted (replaced by another at its path): every waiter in it looks
+    // again, and its next attempt watches whatever the path names now.
+    let mask = WatchFlags::DELETE
+        | WatchFlags::MOVED_FROM
+        | WatchFlags::MOVE_SELF
+        | WatchFlags::DELETE_SELF
+        | WatchFlags::ONLYDIR;
     let mut watches = watcher.watches.lock().unwrap_or_else(|p| p.into_inner());
     let wd = inotify::add_watch(watcher.fd.get_ref(), path, mask).ok()?;
     static NEXT_SUBSCRIBER: AtomicU64 = AtomicU64::new(1);

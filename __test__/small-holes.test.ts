@@ -1,0 +1,125 @@
+/**
+ * The smaller real-world holes, each with real kernel objects:
+ * - a planted symlink got a chmod as the victim (mkdir(path) then
+ *   chmod(path) when creating a missing parent);
+ * - a parent directory replaced while a waiter waits kept the watch on the
+ *   old inode (the hand-off waited for the timer);
+ * - one EMFILE while the inotify watcher started turned wake-ups off for
+ *   the rest of the process;
+ * - a takeover that could not delete the judged tree reported success and
+ *   left the tree under a `.pending.` name.
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  acquireLock,
+  clearFaultsForTesting,
+  FileLockAcquireError,
+  FileLockError,
+  injectDelayForTesting,
+} from "../lib/index.ts";
+import { cleanup, now, spawnFixture, spawnHolder, tempRoot } from "./fixtures/children.ts";
+import { canonicalRecord, deadPid, inode, infoPathOf, waitUntil, writeLock } from "./helpers.ts";
+
+const unfreeze: string[] = [];
+
+afterEach(async () => {
+  clearFaultsForTesting();
+  for (const target of unfreeze.splice(0)) spawnSync("chattr", ["-i", target], { stdio: "ignore" });
+  await cleanup();
+});
+
+/** Loud early return for what needs root. */
+function needsRoot(what: string): boolean {
+  if (process.getuid?.() === 0) return false;
+  console.warn(`SKIPPED (needs root): ${what}`);
+  return true;
+}
+
+describe("creating a missing parent", () => {
+  it("never chmods through a symlink planted between the mkdir and the mode change", async () => {
+    const root = tempRoot("exactlock-mkrace-");
+    const target = path.join(root, "target");
+    fs.mkdirSync(target);
+    fs.chmodSync(target, 0o755);
+    const file = path.join(root, "new", "state.json");
+    // The window between creating `new` and setting its mode, held open.
+    injectDelayForTesting("parent.created", 400, "new", 1);
+    const outcome = acquireLock(file, { inlineFastPath: false, retries: 20 }).then(
+      async (release) => {
+        await release();
+        return undefined;
+      },
+      (error: unknown) => error,
+    );
+    await waitUntil(() => fs.existsSync(path.join(root, "new")), 5_000, "the new parent");
+    // The attacker: swap the fresh directory for a symlink to the target.
+    fs.renameSync(path.join(root, "new"), path.join(root, "moved"));
+    fs.symlinkSync(target, path.join(root, "new"));
+    const error = await outcome;
+    expect(error).toBeInstanceOf(FileLockError);
+    expect(["ELOOP", "ENOTDIR"]).toContain((error as FileLockError).code);
+    expect(fs.statSync(target).mode & 0o777).toBe(0o755);
+    expect(fs.readdirSync(target)).toEqual([]);
+  });
+});
+
+describe("waking", () => {
+  it("a waiter whose lock's parent directory is replaced looks again at once, not at its next timer", async () => {
+    const root = tempRoot("exactlock-replaced-");
+    const file = path.join(root, "p", "state.json");
+    const holder = await spawnHolder(file);
+    const waiting = acquireLock(file, { retries: 100, retryDelayMs: 3_000 });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const replacedAt = now();
+    fs.renameSync(path.join(root, "p"), path.join(root, "p.old"));
+    fs.mkdirSync(path.join(root, "p"));
+    const release = await waiting;
+    const tookMs = now() - replacedAt;
+    expect(tookMs).toBeLessThan(1_000);
+    expect(fs.readdirSync(path.join(root, "p"))).toEqual(["state.json.lock"]);
+    await release();
+    holder.send("exit");
+    await holder.exited;
+  });
+
+  it("one EMFILE while the inotify watcher starts does not turn wake-ups off for the rest of the process", async () => {
+    const root = tempRoot("exactlock-emfile-");
+    const file = path.join(root, "state.json");
+    const release = await acquireLock(file);
+    const child = spawnFixture("emfile-waiter.mjs", [file]);
+    expect(await child.nextLine("first ", 20_000)).toBe("first EMFILE");
+    await child.nextLine("waiting", 20_000);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const releasedAt = now();
+    await release();
+    const acquiredAt = Number((await child.nextLine("acquired ", 20_000)).split(" ")[1]);
+    // A wake-up by the timer alone would take retryDelayMs (3 s).
+    expect(acquiredAt - releasedAt).toBeLessThan(1_000);
+    expect(await child.exited).toEqual({ code: 0, signal: null });
+  }, 30_000);
+});
+
+describe("taking over a dead owner's lock", () => {
+  it("that cannot be deleted gives the judged tree its name back and says why; nothing is left under a staging name", async () => {
+    if (needsRoot("chattr +i makes the record undeletable even for root")) return;
+    const root = tempRoot("exactlock-undeletable-");
+    const file = path.join(root, "state.json");
+    const lock = writeLock(file, canonicalRecord(await deadPid()));
+    const bytes = fs.readFileSync(infoPathOf(file));
+    const ino = inode(lock);
+    execFileSync("chattr", ["+i", infoPathOf(file)]);
+    unfreeze.push(infoPathOf(file));
+    const error = await acquireLock(file, { retries: 3, retryDelayMs: 10 }).then(
+      () => undefined,
+      (failure: unknown) => failure,
+    );
+    expect(error).toBeInstanceOf(FileLockAcquireError);
+    expect((error as FileLockAcquireError).holder).toMatch(/\(dead\).*could not be removed \(EPERM\)/);
+    expect(fs.readdirSync(root)).toEqual(["state.json.lock"]);
+    expect(inode(lock)).toBe(ino);
+    expect(fs.readFileSync(infoPathOf(file))).toEqual(bytes);
+  });
+});
