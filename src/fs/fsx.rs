@@ -169,6 +169,62 @@ pub fn ctime_ns(stat: &Stat) -> i128 {
     i128::from(stat.st_ctime) * 1_000_000_000 + i128::from(stat.st_ctime_nsec)
 }
 
+/// A directory's identity that survives most inode recycling: device,
+/// inode and birth time. Filesystems reuse freed inode numbers at once
+/// (ext4 does), so a directory deleted and recreated at the same path can
+/// get the same `(dev, ino)`; its birth time differs unless both fell in
+/// the same timestamp tick. `0` where the kernel or filesystem does not
+/// report a birth time. Used only for in-process bookkeeping (queues, the
+/// once-per-lock debris scan), never as authority to remove anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DirIdentity {
+    pub dev: u64,
+    pub ino: u64,
+    pub birth_ns: i128,
+}
+
+/// The [`DirIdentity`] of an open directory.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
+    use rustix::fs::{StatxFlags, statx};
+    match statx(
+        dir,
+        "",
+        AtFlags::EMPTY_PATH,
+        StatxFlags::INO | StatxFlags::BTIME,
+    ) {
+        Ok(stx) => {
+            let birth_ns = if StatxFlags::from_bits_retain(stx.stx_mask).contains(StatxFlags::BTIME)
+            {
+                i128::from(stx.stx_btime.tv_sec) * 1_000_000_000 + i128::from(stx.stx_btime.tv_nsec)
+            } else {
+                0
+            };
+            Ok(DirIdentity {
+                dev: rustix::fs::makedev(stx.stx_dev_major, stx.stx_dev_minor),
+                ino: stx.stx_ino,
+                birth_ns,
+            })
+        }
+        Err(Errno::NOSYS) => fstat_identity(dir),
+        Err(errno) => Err(errno),
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
+    fstat_identity(dir)
+}
+
+fn fstat_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
+    let stat = fs::fstat(dir)?;
+    Ok(DirIdentity {
+        dev: dev_of(&stat),
+        ino: ino_of(&stat),
+        birth_ns: 0,
+    })
+}
+
 /// Whether two stats describe the same inode. Only meaningful while the first
 /// object is still referenced (an open descriptor or a link), or its inode
 /// number could have been recycled.
@@ -521,6 +577,27 @@ mod tests {
         let refused = open_child_dir(parent.as_fd(), OsStr::new("new")).unwrap_err();
         assert!(refused == Errno::LOOP || refused == Errno::NOTDIR);
         assert_eq!(fs::stat(&target).unwrap().st_mode & 0o7777, 0o755);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_recreated_directory_is_another_identity_even_with_its_old_inode() {
+        let root = tempdir("identity");
+        let dir = root.join("d");
+        std::fs::create_dir(&dir).unwrap();
+        let first = dir_identity(open_dir_nofollow(&dir).unwrap().as_fd()).unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+        // Birth times have the filesystem's timestamp granularity (a clock
+        // tick on ext4): a directory recreated within the same tick and
+        // given the same inode number is indistinguishable. One recreated
+        // later is not, though ext4 and tmpfs hand the number straight back.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::create_dir(&dir).unwrap();
+        let second = dir_identity(open_dir_nofollow(&dir).unwrap().as_fd()).unwrap();
+        assert_ne!(first, second);
+        if (first.dev, first.ino) == (second.dev, second.ino) {
+            assert!(second.birth_ns > first.birth_ns);
+        }
         std::fs::remove_dir_all(root).unwrap();
     }
 

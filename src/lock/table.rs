@@ -19,25 +19,23 @@ use tokio::sync::Notify;
 use crate::fs::fsx;
 use crate::fs::tree::TreeSnapshot;
 
-/// The canonical name of a lock: the identity (device and inode) of its
-/// parent directory plus its final component. Aliased paths (a symlinked
-/// parent) name one lock; a parent replaced by another directory at the
-/// same path names another lock; and no path has to be read back from the
-/// kernel (no `/proc/self/fd`, no ` (deleted)` ambiguity).
+/// The canonical name of a lock: the identity of its parent directory
+/// (device, inode, birth time: see [`fsx::DirIdentity`]) plus its final
+/// component. Aliased paths (a symlinked parent) name one lock; a parent
+/// replaced by another directory at the same path — even one that got the
+/// old inode number back — names another lock; and no path has to be read
+/// back from the kernel (no `/proc/self/fd`, no ` (deleted)` ambiguity).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LockKey {
-    pub parent_dev: u64,
-    pub parent_ino: u64,
+    pub parent: fsx::DirIdentity,
     pub name: OsString,
 }
 
 impl LockKey {
     /// The key of `name` in the open directory `parent`.
     pub fn of(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Self, Errno> {
-        let stat = rustix::fs::fstat(parent)?;
         Ok(LockKey {
-            parent_dev: fsx::dev_of(&stat),
-            parent_ino: fsx::ino_of(&stat),
+            parent: fsx::dir_identity(parent)?,
             name: name.to_os_string(),
         })
     }
@@ -262,8 +260,11 @@ mod tests {
 
     fn test_key() -> LockKey {
         LockKey {
-            parent_dev: 0,
-            parent_ino: next_id(),
+            parent: fsx::DirIdentity {
+                dev: 0,
+                ino: next_id(),
+                birth_ns: 0,
+            },
             name: OsString::from("f.lock"),
         }
     }
