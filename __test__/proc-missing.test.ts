@@ -50,7 +50,7 @@ describe("without /proc", () => {
       throw error;
     }
     const outcome = JSON.parse(line);
-    expect(outcome).toMatchObject({ ok: false, stage: "acquire" });
+    expect(outcome).toMatchObject({ ok: false, stage: "acquire", code: "ENOPROC" });
     const message = String(outcome.message).split(root).join("<root>"); // the temp path never counts as naming /proc
     expect(message).toMatch(/\/proc\b/);
     expect(message).toMatch(/need|requir/i);

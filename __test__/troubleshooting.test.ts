@@ -1,6 +1,8 @@
 /**
  * The README's troubleshooting table, one test per error code: each code is
  * produced the way the README says, with the class and message it names.
+ * `ENOPROC` needs a mount namespace without /proc (root): it is produced in
+ * `proc-missing.test.ts`.
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
@@ -10,6 +12,7 @@ import {
   clearFaultsForTesting,
   FileLockAcquireError,
   FileLockError,
+  injectDelayForTesting,
   injectFaultForTesting,
   withFileLock,
 } from "../lib/index.ts";
@@ -34,6 +37,18 @@ describe("troubleshooting by error code", () => {
     expect(error).toMatchObject({ code: "ELOCKED", lockPath: `${file}.lock`, filePath: file });
     expect((error as FileLockAcquireError).holder).toContain(`pid ${process.pid} (live)`);
     expect((error as Error).message).toContain("a live owner is never displaced");
+  });
+
+  it("ETIMEDOUT: the budget ran out before a stuck attempt came back (injected stall), naming the lock path", async () => {
+    const file = path.join(dir, "stuck.json");
+    injectDelayForTesting("attempt", 800, "stuck.json", 1);
+    const error = await acquireLock(file, { inlineFastPath: false, retries: 1, retryDelayMs: 50 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(FileLockError);
+    expect(error).toMatchObject({ code: "ETIMEDOUT", lockPath: `${file}.lock` });
+    expect((error as Error).message).toContain("the filesystem did not answer");
+    // The stuck attempt comes back, wins the free lock for nobody and gives it back.
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    expect(existsSync(`${file}.lock`)).toBe(false);
   });
 
   it("ERELEASED: releasing twice", async () => {
