@@ -83,8 +83,15 @@ describe("a SIGKILLed waiter's staging dir", () => {
 });
 
 describe("debris a killed publisher or reclaimer leaves", () => {
+  /**
+   * An empty dir, backdated an hour: left by a process killed long ago. (A
+   * fresh empty one is not judged by its name's pid until it is a second
+   * old: it may be a live publisher's of another pid namespace.)
+   */
   const emptyDir = (dir: string): string => {
     fs.mkdirSync(dir, { mode: 0o700 });
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    fs.utimesSync(dir, hourAgo, hourAgo);
     return dir;
   };
 

@@ -1,9 +1,12 @@
 /**
  * The hot path (issue 4): while a lock is free, acquisition and release do
  * their work on the calling thread (`inlineFastPath`, default true), which
- * is observable as the lock appearing or vanishing before the first await;
- * a waiter stages its record once and publishes it with one rename when the
- * lock frees; staging is cleaned up on every way a wait can end.
+ * is observable as the lock appearing or vanishing before the first await —
+ * once the lock's directory has earned it: the first attempt in a
+ * directory runs off the thread and finds out whether its filesystem is
+ * local and quick; a waiter stages its record once and publishes it with
+ * one rename when the lock frees; staging is cleaned up on every way a wait
+ * can end.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -20,8 +23,12 @@ function stagingOf(file: string): string[] {
 }
 
 describe("inlineFastPath", () => {
-  it("a free lock is published before acquireLock returns its promise", async () => {
+  it("the first acquisition in a directory runs off the thread; later ones publish a free lock before acquireLock returns its promise", async () => {
     const file = path.join(makeRoot(), "state.json");
+    const first = acquireLock(file);
+    // Nothing was done on this thread: the directory is not known yet.
+    expect(exists(lockPathOf(file))).toBe(false);
+    await (await first)();
     const pending = acquireLock(file);
     expect(exists(lockPathOf(file))).toBe(true);
     const release = await pending;

@@ -19,7 +19,7 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, FileLockAcquireError, processStartTime } from "../lib/index.ts";
 import { cleanup, deadPid, fingerprint, publishLikeOriginal, spawnSleeper, tempRoot } from "./fixtures/children.ts";
-import { bootId, legacyRecordBytes, lockNames, newRecordBytes, pidNsOf, startTicks } from "./kernel-helpers.ts";
+import { bootId, btime, legacyRecordBytes, lockNames, newRecordBytes, pidNsOf, startTicks } from "./kernel-helpers.ts";
 
 afterEach(cleanup);
 
@@ -102,13 +102,23 @@ describe("records with the new keys (process_incarnation, boot_id, pid_ns)", () 
     await expectReclaimedAtOnce(file, lockPath, root);
   });
 
-  it("with the boot id of another boot: the owner died with that boot, reclaimed at once (even though the pid is alive now)", async () => {
+  it("with the boot id of another boot, written before this boot began: the owner died with that boot, reclaimed at once (even though the pid is alive now)", async () => {
     const { root, file } = setup();
     const owner = await liveOwner();
     const otherBoot = randomUUID();
     expect(otherBoot).not.toBe(owner.boot_id);
-    const lockPath = publishLikeOriginal(file, newRecordBytes({ ...owner, boot_id: otherBoot }));
+    const before = (btime() - 3_600) * 1000;
+    const lockPath = publishLikeOriginal(file, newRecordBytes({ ...owner, boot_id: otherBoot, timestamp: before }));
     await expectReclaimedAtOnce(file, lockPath, root);
+  });
+
+  it("with another boot id, written since this boot began: another kernel beside ours (a VM, a sandbox), never reclaimed", async () => {
+    const { file } = setup();
+    const owner = await liveOwner();
+    const bytes = newRecordBytes({ ...owner, pid: deadPid(), boot_id: randomUUID() });
+    const lockPath = publishLikeOriginal(file, bytes);
+    const error = await expectWaits(file, lockPath, bytes);
+    expect(error.holderInfo).toMatchObject({ liveness: "unknown", reason: "foreign_kernel", stale: false });
   });
 
   it("with another pid namespace, pid alive here: never reclaimed, liveness unknown", async () => {

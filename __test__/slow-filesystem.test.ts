@@ -10,8 +10,10 @@
  * stalls every attempt on the slow lock's name for 3 s — a mount whose
  * metadata calls hang — while another lock in the same process is handed
  * over from a child holder, again and again. The slow acquisition uses
- * `inlineFastPath: false`, the documented setting for a slow filesystem
- * (the inline attempt would make its syscalls on this very thread).
+ * `inlineFastPath: false` in the first tests; the last one shows that the
+ * default does not freeze the caller either: a directory earns the inline
+ * path only after an attempt off the thread found its filesystem local and
+ * quick.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -118,6 +120,40 @@ describe("a stuck syscall on one lock", () => {
     const release = await acquireLock(slow, { retries: 0 });
     await release();
   }, 60_000);
+
+  it("with default options, the first acquisition in a directory never makes its syscalls on the caller's thread", async () => {
+    const root = tempRoot("exactlock-slowfs-");
+    const slow = path.join(root, "slow", "slow.json");
+    fs.mkdirSync(path.dirname(slow));
+    injectDelayForTesting("attempt", STALL_MS, "slow.json");
+    injectDelayForTesting("parent.created", STALL_MS, "slow");
+    const controller = new AbortController();
+    const started = now();
+    const acquisition = acquireLock(slow, { signal: controller.signal }).then(
+      () => "acquired",
+      (error: Error) => error.name,
+    );
+    const returnedAfter = now() - started;
+    // The event loop turns: a 20 ms timer fires on time.
+    const timerStarted = now();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const timerLate = now() - timerStarted - 20;
+    controller.abort();
+    const abortedAt = now();
+    expect(await acquisition).toBe("AbortError");
+    const answeredIn = now() - abortedAt;
+    metric("default options on a stalled directory (ms)", {
+      returnedAfter: +returnedAfter.toFixed(2),
+      timerLate: +timerLate.toFixed(2),
+      abortAnsweredIn: +answeredIn.toFixed(2),
+    });
+    expect(returnedAfter).toBeLessThan(100);
+    expect(timerLate).toBeLessThan(100);
+    expect(answeredIn).toBeLessThan(200);
+    clearFaultsForTesting();
+    await new Promise((resolve) => setTimeout(resolve, STALL_MS + 500));
+    expect(fs.readdirSync(path.dirname(slow))).toEqual([]);
+  }, 30_000);
 
   it("answers when the budget is spent though no attempt came back, and the late attempt gives back what it won", async () => {
     const root = tempRoot("exactlock-slowfs-");

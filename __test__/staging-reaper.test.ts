@@ -31,14 +31,25 @@ afterEach(cleanup);
 
 const UUID = "12345678-1234-1234-1234-123456789abc";
 
-/** `<root>/index.jsonl.lock.pending.<pid>.<uuid>`, with `info` unless `null`. */
+/**
+ * `<root>/index.jsonl.lock.pending.<pid>.<uuid>`, with `info` unless `null`.
+ * An empty one is backdated an hour: left by a process killed long ago (a
+ * fresh empty one may be a live publisher's of another pid namespace, which
+ * exactlock does not judge by its name's pid until it is a second old).
+ */
 function fixture(pid: number, info: object | string | null = { pid, timestamp: 1 }, uuid = UUID) {
   const root = tempRoot("staging-orphan-");
   const file = path.join(root, "index.jsonl");
   const staging = `${file}.lock.pending.${pid}.${uuid}`;
   fs.mkdirSync(staging, { mode: 0o700 });
   if (info !== null) fs.writeFileSync(path.join(staging, "info"), typeof info === "string" ? info : JSON.stringify(info));
+  else backdate(staging);
   return { root, file, lockPath: `${file}.lock`, staging };
+}
+
+function backdate(dir: string): void {
+  const hourAgo = new Date(Date.now() - 3_600_000);
+  fs.utimesSync(dir, hourAgo, hourAgo);
 }
 
 /** A probe that answers `status` and counts its calls. */
@@ -172,6 +183,16 @@ describe("staging orphan reaper", () => {
     });
   }
 
+  it("a dead name's empty staging less than a second old is kept (a publisher of another pid namespace may be filling it)", async () => {
+    const { staging } = fixture(deadPid(), null);
+    fs.utimesSync(staging, new Date(), new Date());
+    expect(await inspectFileLockStagingDir(staging, undefined, true)).toMatchObject({
+      removed: false,
+      reason: "recently_created",
+    });
+    expect(fs.existsSync(staging)).toBe(true);
+  });
+
   it("a dead owner's staging is removed by inspectFileLockStagingDir with remove, and only reported without", async () => {
     const { staging } = fixture(deadPid());
     expect(await inspectFileLockStagingDir(staging)).toMatchObject({
@@ -194,6 +215,7 @@ describe("staging orphan reaper", () => {
     for (let index = 1; index < 65; index += 1) {
       const uuid = `${index.toString(16).padStart(8, "0")}-1234-1234-1234-123456789abc`;
       fs.mkdirSync(`${lockPath}.pending.${dead}.${uuid}`);
+      backdate(`${lockPath}.pending.${dead}.${uuid}`);
     }
     const pending = () => fs.readdirSync(root).filter((name) => name.includes(".pending."));
     expect(pending()).toHaveLength(65);

@@ -165,6 +165,7 @@ function killOne() {
   const state = stateOf(victim);
   victim.killedByUs = true;
   victim.child.kill("SIGKILL");
+  stats.lastKillAt = Date.now();
   if (state === "H") stats.kills.holding++;
   else if (state === "R") stats.kills.releasing++;
   else if (state === "W") stats.kills.waiting++;
@@ -235,6 +236,13 @@ async function main() {
     await drained;
   }
   const elapsedMs = Date.now() - started;
+  // An empty staging or quarantine dir a killed process left is judged by
+  // its name's pid only once it is UNWRITTEN_MIN_AGE (1 s) old: until then
+  // it could be a live publisher's of another pid namespace. So the next
+  // acquirers below run at least that long after the last kill, as any
+  // acquirer coming later would.
+  const sinceLastKill = Date.now() - (stats.lastKillAt ?? 0);
+  if (sinceLastKill < 1_100) await sleep(1_100 - sinceLastKill);
   return analyse(elapsedMs);
 }
 

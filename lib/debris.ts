@@ -110,15 +110,17 @@ export interface DebrisDecision extends FileLockStagingResult {
 
 /**
  * Every staging and quarantine directory of every lock in `dir`, judged
- * and (unless `dryRun`) removed when provably abandoned. For `exactlock gc`.
+ * (as a process with `ownerHostId` would, when given) and, unless
+ * `dryRun`, removed when provably abandoned. For `exactlock gc`.
  */
-export async function collectDebrisIn(dir: string, dryRun: boolean): Promise<DebrisDecision[]> {
+export async function collectDebrisIn(dir: string, dryRun: boolean, ownerHostId?: string): Promise<DebrisDecision[]> {
   const listing = await native.reapLockDebrisNative(
     dir,
     undefined,
     ["staging", "quarantine", "legacy_quarantine"],
     !dryRun,
     4096,
+    ownerHostId,
   );
   if (listing.code) throw new FileLockError(listing.code, `${listing.message}.`, dir);
   return listing.decisions.map((decision) => ({ ...resultOf(decision), kind: decision.kind }));

@@ -69,6 +69,7 @@ const LIVENESS_WORDS: Record<string, string> = {
 const REASON_WORDS: Record<string, string> = {
   owner_previous_boot: "dead: its record was written before this machine last booted",
   foreign_pid_namespace: "in another pid namespace: liveness unknown from here",
+  foreign_kernel: "recorded by another running kernel (a VM or sandbox sharing this directory): liveness unknown from here",
 };
 
 function since(timestamp: number | undefined | null): string {

@@ -95,7 +95,7 @@ async function releaseGeneration(generation: string, lockPath: string, inline: b
   let failure: native.LockFailure | null | undefined;
   const first = inline ? native.releaseFirstAttemptNative(generation) : undefined;
   if (first?.done) failure = first.failure;
-  else failure = await native.releaseLockNative(generation, first !== undefined);
+  else failure = await native.releaseLockNative(generation, first !== undefined && !first.deferred);
   if (failure) throw errorFromFailure({ ...failure, lockPath: failure.lockPath ?? lockPath });
 }
 

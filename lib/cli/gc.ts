@@ -279,7 +279,9 @@ export async function gcCommand(argv: string[]): Promise<number> {
   }
   for (const dir of found.debrisDirs) {
     try {
-      for (const debris of await collectDebrisIn(dir, options.dryRun)) record(debrisDecision(debris, options.dryRun));
+      for (const debris of await collectDebrisIn(dir, options.dryRun, options.ownerHostId)) {
+        record(debrisDecision(debris, options.dryRun));
+      }
     } catch (error) {
       report.errors.push({ path: dir, message: (error as Error).message });
     }

@@ -80,6 +80,8 @@ pub struct DebrisListing {
 /// lock — and with `remove`, removes what is provably abandoned: at most
 /// `limit` candidates, of the kinds listed (`staging`, `quarantine`,
 /// `legacy_quarantine`).
+/// `ownerHostId` and `previousOwnerHostIds` judge host-qualified records as
+/// a process with them would (and make a name's bare pid unjudgeable).
 #[napi]
 pub async fn reap_lock_debris_native(
     dir: String,
@@ -87,13 +89,29 @@ pub async fn reap_lock_debris_native(
     kinds: Vec<String>,
     remove: bool,
     limit: u32,
+    owner_host_id: Option<String>,
+    previous_owner_host_ids: Option<Vec<String>>,
 ) -> Result<DebrisListing> {
     let kinds: Vec<Kind> = debris::ALL_KINDS
         .iter()
         .copied()
         .filter(|kind| kinds.iter().any(|wanted| wanted == kind.as_str()))
         .collect();
-    super::lock::blocking(move || reap(&PathBuf::from(dir), lock_name, &kinds, remove, limit)).await
+    let policy = HostPolicy {
+        owner_host_id,
+        previous_owner_host_ids: previous_owner_host_ids.unwrap_or_default(),
+    };
+    super::lock::blocking(move || {
+        reap(
+            &PathBuf::from(dir),
+            lock_name,
+            &kinds,
+            remove,
+            limit,
+            &policy,
+        )
+    })
+    .await
 }
 
 fn reap(
@@ -102,6 +120,7 @@ fn reap(
     kinds: &[Kind],
     remove: bool,
     limit: u32,
+    policy: &HostPolicy,
 ) -> DebrisListing {
     let listed = fsx::open_anchor(dir).and_then(|parent| {
         let names = debris::candidates(
@@ -110,10 +129,9 @@ fn reap(
             kinds,
             limit as usize,
         )?;
-        let policy = HostPolicy::default();
         Ok(names
             .iter()
-            .map(|name| debris::decide(parent.as_fd(), name, &policy, &Judge::Kernel, remove))
+            .map(|name| debris::decide(parent.as_fd(), name, policy, &Judge::Kernel, remove))
             .map(|decision| result_of(dir, &decision))
             .collect())
     });

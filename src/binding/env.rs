@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use napi::{Env, Result};
 
 use crate::lock::acquire::Claim;
-use crate::lock::release;
+use crate::lock::release::{self, ReleaseError};
 use crate::lock::table::Generation;
 use crate::sys::wait::Cancel;
 
@@ -86,10 +86,26 @@ impl Scope {
         Some(generation)
     }
 
-    /// The environment no longer holds `id` (released, or the release
-    /// failed for good).
-    pub fn forget(&self, id: u64) {
-        self.lock().held.remove(&id);
+    /// A release of `id` by this environment ended with `result`: it no
+    /// longer holds `id` — unless the release failed transiently (the lock
+    /// stays fenced, release pending), which the environment keeps, to
+    /// give back at its teardown. If the teardown came first (it could not
+    /// give back a generation whose release was running), the generation
+    /// is given back now, off this thread.
+    pub fn settle(&self, id: u64, result: &std::result::Result<(), ReleaseError>) {
+        let pending = matches!(result, Err(ReleaseError::Pending(_)));
+        let mut state = self.lock();
+        if !pending {
+            state.held.remove(&id);
+        } else if state.torn_down {
+            drop(state);
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn_blocking(move || release::give_back(id));
+                }
+                Err(_) => release::give_back(id),
+            }
+        }
     }
 
     fn tear_down(&self) {

@@ -355,10 +355,13 @@ fn unknown_generation() -> LockFailure {
 
 #[napi(object)]
 pub struct ReleaseFirstAttempt {
-    /// Whether the release is over; if not, call `releaseLockNative` with
-    /// `continued`.
+    /// Whether the release is over; if not, call `releaseLockNative`, with
+    /// `continued` unless `deferred`.
     pub done: bool,
     pub failure: Option<LockFailure>,
+    /// No attempt was made on the calling thread (the lock's directory has
+    /// not earned the inline path): the release is still to begin.
+    pub deferred: bool,
 }
 
 /// The first release attempt, synchronously on the calling thread: it
@@ -370,6 +373,7 @@ pub fn release_first_attempt_native(env: Env, generation: String) -> Result<Rele
         return Ok(ReleaseFirstAttempt {
             done: true,
             failure: Some(unknown_generation()),
+            deferred: false,
         });
     };
     Ok(match release::release_first_attempt(id) {
@@ -378,11 +382,18 @@ pub fn release_first_attempt_native(env: Env, generation: String) -> Result<Rele
             ReleaseFirstAttempt {
                 done: true,
                 failure: result.err().map(release_failure),
+                deferred: false,
             }
         }
         FirstAttempt::Continue => ReleaseFirstAttempt {
             done: false,
             failure: None,
+            deferred: false,
+        },
+        FirstAttempt::Deferred => ReleaseFirstAttempt {
+            done: false,
+            failure: None,
+            deferred: true,
         },
     })
 }
@@ -405,17 +416,13 @@ pub fn release_lock_native<'env>(
     })
 }
 
-/// The environment stops holding a generation whose release is over; one
-/// left fenced (release pending) stays its own, to be given back at its
-/// teardown if no later acquisition finished it.
+/// The environment settles the release (see [`Scope::settle`]).
 fn settle(
     scope: &Scope,
     id: u64,
     result: std::result::Result<(), ReleaseError>,
 ) -> std::result::Result<(), ReleaseError> {
-    if !matches!(result, Err(ReleaseError::Pending(_))) {
-        scope.forget(id);
-    }
+    scope.settle(id, &result);
     result
 }
 

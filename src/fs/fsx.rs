@@ -423,6 +423,11 @@ fn make_child_dir(parent: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<Ow
     crate::sys::faults::pause("parent.created", name);
     let dir = open_child_dir(parent, name)?;
     if created {
+        // A directory swapped in for ours is not ours to chmod: one made by
+        // someone else belongs to them.
+        if fs::fstat(&dir)?.st_uid != rustix::process::geteuid().as_raw() {
+            return Err(Errno::EXIST);
+        }
         fs::fchmod(&dir, mode)?;
     }
     Ok(dir)

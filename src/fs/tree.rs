@@ -536,7 +536,8 @@ fn delete_verified(
         // cannot happen; refuse rather than remove a half-understood tree.
         return Err(TreeError::TreeChanged);
     }
-    drop(root);
+    // `root` stays open until the end: while it is, its inode number cannot
+    // be given to a successor, so the check below cannot be fooled.
     // The name must still be the root we emptied; rmdir removes only an
     // empty directory, so anything added meanwhile survives (ENOTEMPTY).
     // If the name is gone, another remover took the empty root we left
@@ -548,11 +549,14 @@ fn delete_verified(
         Ok(_) => return Err(TreeError::TreeChanged),
         Err(errno) => return Err(TreeError::Io(errno)),
     }
-    match rename::retry_interrupted(|| fs::unlinkat(parent, name, AtFlags::REMOVEDIR)) {
+    let removed = match rename::retry_interrupted(|| fs::unlinkat(parent, name, AtFlags::REMOVEDIR))
+    {
         Ok(()) | Err(Errno::NOENT) => Ok(()),
         Err(Errno::NOTEMPTY | Errno::EXIST) => Err(TreeError::TreeChanged),
         Err(other) => Err(TreeError::Io(other)),
-    }
+    };
+    drop(root);
+    removed
 }
 
 /// Deletes the entries of `entries[next..]` that lie inside `dir_rel`

@@ -37,6 +37,7 @@ use tokio::sync::Notify;
 use crate::fs::fsx;
 use crate::fs::tree::{self, TreeSnapshot};
 use crate::lock::debris;
+use crate::lock::fastpath;
 use crate::lock::guard::{self, Guarded};
 use crate::lock::observe::{Observation, glance_record, observe};
 use crate::lock::publish::{
@@ -248,43 +249,37 @@ pub async fn acquire(
     }
 }
 
-/// Drops what an acquisition leaves (a staged record to remove) on a
-/// blocking thread, before the caller is answered: nothing of a finished
-/// acquisition stays on disk.
+/// Drops what an acquisition leaves (a staged record to remove, a watch
+/// to take off) on a blocking thread, before the caller is answered:
+/// nothing of a finished acquisition stays on disk, and the runtime's
+/// thread makes no syscall that can block.
 async fn dispose(attempts: Attempts) {
     if attempts.staged.is_some() {
         let _ = tokio::task::spawn_blocking(move || drop(attempts)).await;
+    } else if attempts.subscription.is_some() {
+        // Only a watch to take off: the caller need not wait for it.
+        tokio::task::spawn_blocking(move || drop(attempts));
     }
 }
 
 /// One attempt made on the caller's thread, for the uncontended case: make
 /// the parent, publish if nothing stands at the lock name and nobody of
 /// this process waits for it. It never waits, never judges a holder and
-/// runs no hook, so it is a bounded handful of syscalls. `Ok(None)` means
-/// the lock is not free now: [`acquire`] takes over and makes the attempt
-/// whole (this one only looked), so the attempt count is unchanged.
+/// runs no hook, so it is a bounded handful of syscalls — made only in a
+/// directory an earlier attempt found to be on a local, fast filesystem
+/// ([`fastpath`]). `Ok(None)` means the lock is not free now, or this
+/// directory has not earned the inline path: [`acquire`] takes over and
+/// makes the attempt whole (this one only looked), so the attempt count is
+/// unchanged.
 pub fn acquire_first_attempt(options: Arc<AcquireOptions>) -> Result<Option<Claim>, AcquireError> {
     let mut attempts = Attempts::new(options)?;
-    let parent = attempts.make_parent()?;
-    let key = attempts.key_of(parent.as_fd())?;
-    if !table::nobody_waits_for(&key) {
+    if !fastpath::may_inline(&attempts.parent_path) {
         return Ok(None);
     }
-    debris::reap_once(
-        parent.as_fd(),
-        &key,
-        &attempts.lock_name,
-        &attempts.options.policy,
-    );
-    release::retry_pending(&key);
-    let record = attempts.record();
-    match attempts.try_publish(parent.as_fd(), &record) {
-        Ok(Some(published)) => Ok(Some(attempts.held(key, parent, published, record))),
-        // Held, or the parent vanished meanwhile: the full state machine
-        // knows what to do with either.
-        Ok(None) | Err(PublishError::Os(Errno::NOENT)) => Ok(None),
-        Err(error) => Err(attempts.publish_error(error)),
-    }
+    let started = Instant::now();
+    let outcome = attempts.inline_attempt();
+    fastpath::inline_took(&attempts.parent_path, started.elapsed());
+    outcome
 }
 
 /// The async side of one acquisition: runs each attempt off the thread,
@@ -464,6 +459,24 @@ impl Driver {
 }
 
 impl Attempts {
+    /// The inline attempt (see [`acquire_first_attempt`]).
+    fn inline_attempt(&mut self) -> Result<Option<Claim>, AcquireError> {
+        let parent = self.make_parent()?;
+        let key = self.key_of(parent.as_fd())?;
+        if !table::nobody_waits_for(&key) {
+            return Ok(None);
+        }
+        release::retry_pending(&key);
+        let record = self.record();
+        match self.try_publish(parent.as_fd(), &record) {
+            Ok(Some(published)) => Ok(Some(self.held(key, parent, published, record))),
+            // Held, or the parent vanished meanwhile: the full state machine
+            // knows what to do with either.
+            Ok(None) | Err(PublishError::Os(Errno::NOENT)) => Ok(None),
+            Err(error) => Err(self.publish_error(error)),
+        }
+    }
+
     fn new(options: Arc<AcquireOptions>) -> Result<Self, AcquireError> {
         let lock_path = lock_path_of(&options.file_path);
         let (parent_path, lock_name) = fsx::split_final(&lock_path)
@@ -489,12 +502,24 @@ impl Attempts {
         })
     }
 
-    /// One whole attempt (see the module docs); on a blocking thread.
+    /// One whole attempt (see the module docs); on a blocking thread. What
+    /// it took teaches [`fastpath`] whether this directory's attempts may
+    /// run inline later.
     fn attempt(&mut self) -> Result<Step, AcquireError> {
+        let started = Instant::now();
         crate::sys::faults::pause("attempt", &self.lock_name);
         let parent = self.make_parent()?;
+        let local =
+            fastpath::needs_lesson(&self.parent_path).then(|| fastpath::is_local(parent.as_fd()));
+        let step = self.attempt_at(parent);
+        fastpath::learn(&self.parent_path, local, started.elapsed());
+        step
+    }
+
+    /// The attempt in the open `parent`.
+    fn attempt_at(&mut self, parent: OwnedFd) -> Result<Step, AcquireError> {
         let key = self.key_of(parent.as_fd())?;
-        debris::reap_once(parent.as_fd(), &key, &self.lock_name, &self.options.policy);
+        debris::reap_once(parent.as_fd(), &key.parent, &self.options.policy);
         self.join_queue(&key);
         if !table::is_head(&self.place.as_ref().expect("joined").0) {
             return Ok(Step::NotHead);

@@ -15,9 +15,12 @@
 //! A candidate is removed only when its content proves it is a lock's and
 //! its owner is proven gone: exactly one regular file `info` holding a valid
 //! record whose owner is dead (the record's pid is authoritative over the
-//! name's), or an empty directory (or one holding only an empty `info`, a
-//! publisher killed between creating its record and writing it) whose
-//! name's pid is dead. And only while
+//! name's, and the record says which boot and pid namespace it means), or
+//! an empty directory (or one holding only an empty `info`, a publisher
+//! killed between creating its record and writing it) whose name's pid is
+//! dead and which has not changed for [`UNWRITTEN_MIN_AGE`]: a name's pid
+//! carries no namespace, and a live publisher in another pid namespace
+//! (whose pid this reader cannot see) fills its directory far sooner. And only while
 //! nobody works on it: removers and reclaimers hold a `flock` on the tree
 //! they act on, and a candidate whose `flock` is taken is left to them.
 //! The removal is identity-bound (the snapshot taken before the verdict).
@@ -34,16 +37,19 @@ use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{Dir, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::fs::fsx;
+use crate::fs::fsx::{self, DirIdentity};
 use crate::fs::tree::{self, QUARANTINE_TAG, TreeSnapshot};
 use crate::lock::identity::{info_entry, is_empty_dir};
 use crate::lock::observe::{Observation, Owner, observe};
 use crate::lock::publish::STAGING_TAG;
-use crate::lock::table::LockKey;
 use crate::lock::verdict::{HostPolicy, Liveness, Observer, liveness_of};
 
 /// The old fixed quarantine suffix (`<lock>.removing`).
 const LEGACY_QUARANTINE_SUFFIX: &[u8] = b".removing";
+
+/// How long an unwritten (empty) candidate must have been left unchanged
+/// before its name's pid may be judged.
+pub const UNWRITTEN_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// At most this many candidates are examined per scan of one lock, so a
 /// directory full of debris cannot stall an acquisition; the next scan
@@ -214,6 +220,9 @@ pub fn decide(
             if policy.owner_host_id.is_some() {
                 return keep(name, kind, name_pid, "host_qualified_staging_owner").at(root);
             }
+            if !left_alone_long_enough(&snapshot) {
+                return keep(name, kind, name_pid, "recently_created").at(root);
+            }
             (name_pid, pid_status(name_pid, judge, root))
         }
         _ => return kept("unverified_staging_directory").at(root),
@@ -237,6 +246,16 @@ pub fn decide(
 
 /// Removes the judged tree, bound to its snapshot; the `flock` taken on
 /// `dir` is held until the end.
+/// Whether nothing in an unwritten candidate changed for
+/// [`UNWRITTEN_MIN_AGE`] (its root's and `info`'s mtimes).
+fn left_alone_long_enough(snapshot: &TreeSnapshot) -> bool {
+    let newest = snapshot.entries.iter().map(|entry| entry.mtime_ns).max();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as i128);
+    newest.is_some_and(|newest| now - newest >= UNWRITTEN_MIN_AGE.as_nanos() as i128)
+}
+
 /// An empty directory, or one holding only an empty `info`: the states a
 /// staging directory is in between its `mkdirat` and its record's write.
 fn is_unwritten(owner: &Owner, snapshot: &TreeSnapshot) -> bool {
@@ -372,24 +391,26 @@ pub fn reap(
         .collect())
 }
 
-/// Reaps the debris of a lock the first time this process acquires it:
-/// one directory scan per lock per process. Best effort: a scan that fails
-/// is tried again by the next acquisition.
-pub fn reap_once(parent: BorrowedFd<'_>, key: &LockKey, lock_name: &OsStr, policy: &HostPolicy) {
-    static SCANNED: OnceLock<Mutex<HashSet<LockKey>>> = OnceLock::new();
+/// Reaps the debris of every lock in `parent` the first time this process
+/// makes an attempt (off the caller's thread) there: one directory scan per
+/// directory per process, so the first acquisition of any lock in it finds
+/// its killed predecessors' debris gone. Best effort: a scan that fails is
+/// tried again by the next attempt.
+pub fn reap_once(parent: BorrowedFd<'_>, dir: &DirIdentity, policy: &HostPolicy) {
+    static SCANNED: OnceLock<Mutex<HashSet<DirIdentity>>> = OnceLock::new();
     let scanned = SCANNED.get_or_init(Mutex::default);
     if scanned
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .contains(key)
+        .contains(dir)
     {
         return;
     }
-    if reap(parent, Some(lock_name), policy, true, MAX_CANDIDATES).is_ok() {
+    if reap(parent, None, policy, true, MAX_CANDIDATES).is_ok() {
         scanned
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key.clone());
+            .insert(*dir);
     }
 }
 
@@ -418,7 +439,18 @@ mod tests {
         std::fs::create_dir(root.join(name)).unwrap();
         if let Some(info) = info {
             std::fs::write(root.join(name).join("info"), info).unwrap();
+            age(&root.join(name).join("info"));
         }
+        age(&root.join(name));
+    }
+
+    /// Sets the mtime an hour back: left there by a process killed long ago.
+    fn age(path: &Path) {
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        std::fs::File::open(path)
+            .unwrap()
+            .set_modified(hour_ago)
+            .unwrap();
     }
 
     fn reap_all(root: &Path) -> Vec<Decision> {
@@ -506,6 +538,13 @@ mod tests {
         plant(&root, &kept[2], None);
         plant(&root, &kept[3], None);
         std::fs::write(root.join(&kept[3]).join("notes.txt"), b"mine").unwrap();
+        // A dead name's empty dir, but fresh: a publisher of another pid
+        // namespace may be filling it right now.
+        let fresh = format!(
+            "f.lock.pending.{dead}.{}",
+            "72345678-1234-1234-1234-123456789abc"
+        );
+        std::fs::create_dir(root.join(&fresh)).unwrap();
         plant(&root, &kept[4], Some("{\"broken\":true}"));
         plant(&root, &kept[5], None);
         let link = format!(
@@ -521,6 +560,7 @@ mod tests {
         left.sort();
         let mut expected: Vec<String> = kept.to_vec();
         expected.push(link);
+        expected.push(fresh);
         expected.sort();
         assert_eq!(left, expected);
         assert_eq!(

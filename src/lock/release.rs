@@ -17,6 +17,7 @@ use rustix::io::Errno;
 
 use crate::fs::fsx;
 use crate::fs::tree::{self, TreeSnapshot, sha256_hex};
+use crate::lock::fastpath;
 use crate::lock::identity::{INFO_NAME, info_entry};
 use crate::lock::table::{self, BeginRelease, Generation, LockKey};
 
@@ -59,12 +60,28 @@ pub enum FirstAttempt {
     /// The attempt did not remove the generation; continue with
     /// [`release`]`(id, true)`, which makes the remaining attempts.
     Continue,
+    /// No attempt was made here (the lock's directory has not earned the
+    /// inline path, see [`crate::lock::fastpath`]): [`release`]`(id,
+    /// false)` makes them all, off the caller's thread.
+    Deferred,
 }
 
 /// The first attempt at releasing the generation `id`: bounded, never
 /// sleeps, so it can run on the caller's thread. Only what needs a pause
 /// (the retries) is left to [`release`].
 pub fn release_first_attempt(id: u64) -> FirstAttempt {
+    if table::held(id).is_some_and(|held| !fastpath::may_inline(&held.parent_path)) {
+        return FirstAttempt::Deferred;
+    }
+    let started = std::time::Instant::now();
+    let first = first_attempt(id);
+    if let Some(held) = table::releasing(id).or_else(|| table::held(id)) {
+        fastpath::inline_took(&held.parent_path, started.elapsed());
+    }
+    first
+}
+
+fn first_attempt(id: u64) -> FirstAttempt {
     let generation = match table::begin_release(id) {
         Ok(generation) => generation,
         Err(error) => return FirstAttempt::Done(Err(begin_error(error))),
@@ -339,8 +356,10 @@ mod tests {
     use std::path::Path;
     use std::time::Duration;
 
-    /// Acquires `dir/f` on this thread (the lock is free).
+    /// Acquires `dir/f` on this thread (the lock is free, and the
+    /// directory is taken to have earned the inline path).
     fn acquire_free(dir: &Path) -> u64 {
+        fastpath::learn(dir, Some(true), Duration::ZERO);
         let options = std::sync::Arc::new(AcquireOptions {
             file_path: dir.join("f"),
             retries: 0.0,

@@ -189,6 +189,15 @@ pub fn releasing(id: u64) -> Option<Arc<Generation>> {
         .map(|entry| entry.generation.clone())
 }
 
+/// A generation this process holds (not releasing), to look at.
+pub fn held(id: u64) -> Option<Arc<Generation>> {
+    table()
+        .generations
+        .get(&id)
+        .filter(|entry| entry.status != Status::Releasing)
+        .map(|entry| entry.generation.clone())
+}
+
 /// Fences a generation whose release failed transiently.
 pub fn mark_release_pending(id: u64) {
     if let Some(entry) = table().generations.get_mut(&id) {

@@ -11,11 +11,14 @@
 //! Whether the owner is alive is decided by its incarnation when the
 //! record carries one (boot id, start ticks, pid namespace; see
 //! [`crate::sys::incarnation`]), which no clock step or container moves:
-//! another boot → it died with that boot; another pid namespace → unknown
-//! (its pid names nobody we can see); same boot and namespace → alive
-//! exactly when the pid runs with the same start ticks. A record without
-//! one (the original module's) keeps the `utc-v1` rule, with a tolerance
-//! for the wall clock: see [`legacy_start_matches`].
+//! another boot id on a record written before this boot began → it died
+//! with that boot; another boot id on a record written since → another
+//! running kernel (a VM or sandbox sharing the directory), unknown;
+//! another pid namespace → unknown (its pid names nobody we can see); same
+//! boot and namespace → alive exactly when the pid runs with the same
+//! start ticks. A record without one (the original module's) keeps the
+//! `utc-v1` rule, with a tolerance for the wall clock: see
+//! [`legacy_start_matches`].
 
 use crate::lock::observe::{Observation, Owner};
 use crate::lock::record::OwnerRecord;
@@ -33,6 +36,8 @@ pub struct Observer<'a> {
     /// The wall-clock start (seconds since the epoch) of a process that
     /// started this many clock ticks after boot, as `ps` renders it now.
     pub start_secs: &'a dyn Fn(u64) -> Option<u64>,
+    /// This boot's wall-clock start, in seconds since the epoch.
+    pub boot_secs: &'a dyn Fn() -> Option<u64>,
 }
 
 impl Observer<'static> {
@@ -44,6 +49,7 @@ impl Observer<'static> {
             pid_ns,
             probe: &process::probe,
             start_secs: &lstart::start_secs,
+            boot_secs: &lstart::boot_secs,
         }
     }
 }
@@ -88,6 +94,10 @@ pub enum Liveness {
     Dead,
     /// The record was written during an earlier boot of this machine.
     PreviousBoot,
+    /// The record was written since this boot began, by another running
+    /// kernel (a VM, a sandbox like gVisor, WSL2) sharing the directory:
+    /// its pid names nobody we can probe.
+    ForeignKernel,
     /// The record's pid belongs to another pid namespace (a container, or
     /// the host seen from one): it names nobody we can probe.
     ForeignNamespace,
@@ -105,7 +115,7 @@ impl Liveness {
             Liveness::PidReused => "pid_reused",
             Liveness::DeadNotReaped => "dead_not_reaped",
             Liveness::Dead | Liveness::PreviousBoot => "dead",
-            Liveness::ForeignNamespace | Liveness::Unknown => "unknown",
+            Liveness::ForeignNamespace | Liveness::ForeignKernel | Liveness::Unknown => "unknown",
         }
     }
 
@@ -126,7 +136,7 @@ pub fn liveness_of(record: &OwnerRecord, observer: &Observer<'_>) -> Liveness {
     if let (Some(theirs), Some(ours)) = (record.boot_id.as_deref(), observer.boot_id.as_deref())
         && theirs != ours
     {
-        return Liveness::PreviousBoot;
+        return boot_of(record, observer);
     }
     if let Some(theirs) = record.pid_ns.as_deref()
         && observer.pid_ns.map(|ours| ours.to_string()).as_deref() != Some(theirs)
@@ -149,6 +159,19 @@ pub fn liveness_of(record: &OwnerRecord, observer: &Observer<'_>) -> Liveness {
         Probe::Exited => Liveness::DeadNotReaped,
         Probe::Gone => Liveness::Dead,
         Probe::Unknown => Liveness::Unknown,
+    }
+}
+
+/// The owner of a record from another boot id: dead with an earlier boot
+/// when the record is older than this boot (by more than the clock
+/// slack), else a kernel running beside ours.
+fn boot_of(record: &OwnerRecord, observer: &Observer<'_>) -> Liveness {
+    let booted_ms = (observer.boot_secs)()
+        .and_then(|secs| secs.checked_sub(CLOCK_SLACK_SECS))
+        .map(|secs| secs as f64 * 1000.0);
+    match booted_ms {
+        Some(booted_ms) if record.timestamp < booted_ms => Liveness::PreviousBoot,
+        _ => Liveness::ForeignKernel,
     }
 }
 
@@ -184,6 +207,7 @@ pub enum Reason {
     OwnerDeadNotReaped,
     OwnerPreviousBoot,
     ForeignPidNamespace,
+    ForeignKernel,
     LivenessUnknown,
 }
 
@@ -204,6 +228,7 @@ impl Reason {
             Reason::OwnerDeadNotReaped => "owner_dead_not_reaped",
             Reason::OwnerPreviousBoot => "owner_previous_boot",
             Reason::ForeignPidNamespace => "foreign_pid_namespace",
+            Reason::ForeignKernel => "foreign_kernel",
             Reason::LivenessUnknown => "liveness_unknown",
         }
     }
@@ -281,6 +306,7 @@ pub fn judge_record(record: &OwnerRecord, policy: &HostPolicy, observer: &Observ
         Liveness::DeadNotReaped => Reason::OwnerDeadNotReaped,
         Liveness::PreviousBoot => Reason::OwnerPreviousBoot,
         Liveness::ForeignNamespace => Reason::ForeignPidNamespace,
+        Liveness::ForeignKernel => Reason::ForeignKernel,
         Liveness::Unknown => Reason::LivenessUnknown,
     };
     Verdict {
@@ -355,6 +381,11 @@ mod tests {
         Some(ticks)
     }
 
+    /// This boot began at second 1 000 000 (1970-01-12).
+    fn booted() -> Option<u64> {
+        Some(1_000_000)
+    }
+
     /// An observer on boot [`BOOT`], namespace [`NS`].
     fn observer(probe: &dyn Fn(u32) -> Probe) -> Observer<'_> {
         Observer {
@@ -362,6 +393,7 @@ mod tests {
             pid_ns: Some(NS),
             probe,
             start_secs: &seconds,
+            boot_secs: &booted,
         }
     }
 
@@ -423,8 +455,20 @@ mod tests {
 
     #[test]
     fn another_boot_proves_death_and_another_namespace_proves_nothing() {
+        // Written before this boot began (timestamp 1 ms after the epoch).
         let other_boot = incarnated(777, "00000000-0000-4000-8000-000000000000", NS);
         assert_eq!(liveness(&other_boot, running(777)), Liveness::PreviousBoot);
+        // Written since: another kernel runs beside ours (a VM, gVisor).
+        let beside = OwnerRecord {
+            timestamp: 1_000_000_000.0 + 60_000.0,
+            ..other_boot.clone()
+        };
+        assert_eq!(liveness(&beside, |_| Probe::Gone), Liveness::ForeignKernel);
+        let judged = verdict(&valid(beside), &HostPolicy::default(), |_| Probe::Gone);
+        assert_eq!(
+            (judged.stale, judged.reason),
+            (false, Reason::ForeignKernel)
+        );
         let other_ns = incarnated(777, BOOT, NS + 1);
         // Whatever the pid looks like from here: dead, reused or alive.
         for probe in [

@@ -58,14 +58,19 @@ pub fn this_process() -> Result<Arc<ThisProcess>, ProcMissing> {
     if let Some(this) = THIS.get() {
         return Ok(this.clone());
     }
-    let start_ticks = match process::self_stat() {
+    let seen_ticks = match process::self_stat() {
         Ok(stat) => Some(stat.start_ticks),
         Err(Errno::NOENT) => return Err(ProcMissing),
         Err(_) => None,
     };
-    let rendered = start_ticks
+    // The wall-clock rendering uses the ticks as `/proc` shows them, with
+    // `btime` as it shows it (both shifted by a time namespace, in
+    // opposite directions, as `ps` sees them); the incarnation uses the
+    // initial time namespace's ticks, which every reader agrees on.
+    let rendered = seen_ticks
         .and_then(lstart::start_secs)
         .and_then(lstart::format_lstart);
+    let start_ticks = seen_ticks.and_then(process::root_ticks);
     let this = ThisProcess {
         start_time: rendered
             .clone()

@@ -60,6 +60,12 @@ fn clock_ticks_per_second() -> Option<u64> {
 /// reaching tens of KiB on big machines.
 const PROC_STAT_LIMIT: usize = 16 << 20;
 
+/// This boot's start on the wall clock, in seconds since the epoch, as the
+/// kernel states it now (`btime`).
+pub fn boot_secs() -> Option<u64> {
+    read_btime()
+}
+
 /// The `btime` line of `/proc/stat`, read now. Not `now − /proc/uptime`:
 /// that is fractional and jitters between calls, so a process starting
 /// near a second boundary would print differently from `ps`.

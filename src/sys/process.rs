@@ -87,14 +87,51 @@ fn classify(stat: &Stat) -> Probe {
         // then num_threads (which counts the leader until the group is
         // reaped) is above 1, and the process is alive and may hold the lock.
         b'Z' if stat.num_threads > 1 => Probe::Running {
-            start_ticks: Some(stat.start_ticks),
+            start_ticks: root_ticks(stat.start_ticks),
         },
         // X: dead, being reaped right now. x: the same on kernels < 4.14.
         b'Z' | b'X' | b'x' => Probe::Exited,
         _ => Probe::Running {
-            start_ticks: Some(stat.start_ticks),
+            start_ticks: root_ticks(stat.start_ticks),
         },
     }
+}
+
+/// A start time as `/proc` showed it to us, in the initial time
+/// namespace's terms. The kernel adds the reader's time-namespace boottime
+/// offset to field 22 of every `/proc/<pid>/stat` it shows, so two readers
+/// in different time namespaces (`unshare --time`, a restored checkpoint)
+/// see different ticks for one process; subtracting our own offset makes
+/// every reader agree. (It is 0 outside a time namespace. An offset that
+/// is not a whole number of ticks can leave a one-tick difference; offsets
+/// are set in whole seconds by every tool that sets them.)
+pub fn root_ticks(seen: u64) -> Option<u64> {
+    let ticks = i128::from(seen) - own_boottime_offset_ticks();
+    u64::try_from(ticks).ok()
+}
+
+/// This process's boottime offset in clock ticks, from
+/// `/proc/self/timens_offsets` (absent: no time namespaces, offset 0). A
+/// process never changes time namespace once it runs threads, so it is
+/// read once.
+fn own_boottime_offset_ticks() -> i128 {
+    static OFFSET: OnceLock<i128> = OnceLock::new();
+    *OFFSET.get_or_init(|| {
+        let Ok(text) = std::fs::read_to_string("/proc/self/timens_offsets") else {
+            return 0;
+        };
+        let hertz = i128::from(rustix::param::clock_ticks_per_second().max(1));
+        parse_boottime_offset_ns(&text).map_or(0, |ns| ns.div_euclid(1_000_000_000 / hertz))
+    })
+}
+
+/// The `boottime <secs> <nsecs>` line of `timens_offsets`, in nanoseconds.
+fn parse_boottime_offset_ns(text: &str) -> Option<i128> {
+    let line = text.lines().find(|line| line.starts_with("boottime"))?;
+    let mut fields = line.split_ascii_whitespace().skip(1);
+    let secs: i128 = fields.next()?.parse().ok()?;
+    let nanos: i128 = fields.next()?.parse().ok()?;
+    Some(secs * 1_000_000_000 + nanos)
 }
 
 /// A pid we may look up: a positive `pid_t`. 0 and values above `i32::MAX`

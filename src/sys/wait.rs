@@ -34,7 +34,15 @@ struct Subscriber {
 
 struct Watcher {
     fd: AsyncFd<OwnedFd>,
+    /// Subscribers by watch descriptor: what the dispatcher reads. Never
+    /// held across a syscall that can block.
     watches: Mutex<HashMap<i32, Vec<Subscriber>>>,
+    /// Serializes adding and removing kernel watches, so that a watch is
+    /// never removed between another subscriber's `inotify_add_watch` (which
+    /// returns the same descriptor for the same directory) and its entry.
+    /// `inotify_add_watch` may block (a permission check on a network
+    /// mount); the dispatcher never takes this lock, so wake-ups go on.
+    registration: Mutex<()>,
 }
 
 /// The process's watcher, started on first use inside the tokio runtime.
@@ -53,6 +61,7 @@ fn watcher() -> Option<Arc<Watcher>> {
     let watcher = Arc::new(Watcher {
         fd: register(fd)?,
         watches: Mutex::new(HashMap::new()),
+        registration: Mutex::new(()),
     });
     tokio::spawn(dispatch(watcher.clone()));
     *slot = Some(watcher.clone());
@@ -145,10 +154,14 @@ pub fn watch(dir: BorrowedFd<'_>, name: &OsStr, wake: Arc<Notify>) -> Option<Sub
         | WatchFlags::MOVE_SELF
         | WatchFlags::DELETE_SELF
         | WatchFlags::ONLYDIR;
-    let mut watches = watcher.watches.lock().unwrap_or_else(|p| p.into_inner());
+    let _registering = watcher
+        .registration
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     let wd = inotify::add_watch(watcher.fd.get_ref(), path, mask).ok()?;
     static NEXT_SUBSCRIBER: AtomicU64 = AtomicU64::new(1);
     let id = NEXT_SUBSCRIBER.fetch_add(1, Ordering::Relaxed);
+    let mut watches = watcher.watches.lock().unwrap_or_else(|p| p.into_inner());
     watches.entry(wd).or_default().push(Subscriber {
         id,
         name: name.to_os_string(),
@@ -162,14 +175,25 @@ impl Drop for Subscription {
         let Some(watcher) = running_watcher() else {
             return;
         };
-        let mut watches = watcher.watches.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(subscribers) = watches.get_mut(&self.wd) {
+        let _registering = watcher
+            .registration
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let last = {
+            let mut watches = watcher.watches.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(subscribers) = watches.get_mut(&self.wd) else {
+                return;
+            };
             subscribers.retain(|s| s.id != self.id);
-            if subscribers.is_empty() {
+            let last = subscribers.is_empty();
+            if last {
                 watches.remove(&self.wd);
-                // The directory may be gone already (EINVAL): nothing to undo.
-                let _ = inotify::remove_watch(watcher.fd.get_ref(), self.wd);
             }
+            last
+        };
+        if last {
+            // The directory may be gone already (EINVAL): nothing to undo.
+            let _ = inotify::remove_watch(watcher.fd.get_ref(), self.wd);
         }
     }
 }

@@ -261,6 +261,19 @@ fn a_comm_with_spaces_and_parentheses_parses() {
 }
 
 #[test]
+fn a_time_namespace_offset_is_read_from_its_boottime_line() {
+    let text = "monotonic           0         0\nboottime       100000  500000000\n";
+    assert_eq!(parse_boottime_offset_ns(text), Some(100_000_500_000_000));
+    assert_eq!(
+        parse_boottime_offset_ns("boottime -5 0\n"),
+        Some(-5_000_000_000)
+    );
+    assert_eq!(parse_boottime_offset_ns("monotonic 1 2\n"), None);
+    // Outside a time namespace (here) the offset is 0.
+    assert_eq!(root_ticks(12_345), Some(12_345));
+}
+
+#[test]
 fn parse_stat_uses_the_last_parenthesis() {
     // Fields 4..=19 are filler, 20 is num_threads, 21 filler, 22 starttime.
     let filler: Vec<String> = (4..=19).map(|n| n.to_string()).collect();

@@ -1,0 +1,136 @@
+//! When a lock's syscalls may run on the caller's own thread.
+//!
+//! The inline fast path (`inlineFastPath`) makes one attempt, and the
+//! release its first attempt, on the calling thread: a handful of
+//! non-blocking syscalls on a local disk, cheaper than a round trip to a
+//! worker thread. On a mount whose syscalls stall (a hung NFS server, a
+//! slow FUSE daemon) the same calls would freeze the caller's event loop,
+//! and with it every other lock's hand-off and every abort. So the path is
+//! earned per parent directory: the first attempt on a directory runs off
+//! the thread, and only if that directory's filesystem is a local one
+//! (by `statfs` type) and the attempt answered quickly do later ones run
+//! inline; an inline attempt that turns out slow takes the directory off
+//! the list again.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rustix::fd::BorrowedFd;
+
+/// An attempt slower than this is not one to make on the caller's thread
+/// (a local one takes well under a millisecond; this leaves room for a
+/// busy machine's scheduling).
+pub const SLOW_ATTEMPT: Duration = Duration::from_millis(20);
+
+/// Parent directories whose filesystem was seen to be local and fast.
+static FAST: Mutex<Option<HashMap<PathBuf, bool>>> = Mutex::new(None);
+
+/// At most this many directories are remembered; beyond, the list starts
+/// over (each directory then earns its place again).
+const MAX_REMEMBERED: usize = 4096;
+
+/// Whether an attempt on a lock in `parent_path` may run inline.
+pub fn may_inline(parent_path: &Path) -> bool {
+    FAST.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .and_then(|fast| fast.get(parent_path).copied())
+        .unwrap_or(false)
+}
+
+/// Whether an attempt off the thread in `parent_path` should look at its
+/// filesystem ([`is_local`]): it is not known yet to be fast.
+pub fn needs_lesson(parent_path: &Path) -> bool {
+    !may_inline(parent_path)
+}
+
+/// Records what an attempt off the thread in `parent_path` saw: whether
+/// its filesystem is local (`None`: not looked at, it was known fast), and
+/// how long the attempt took.
+pub fn learn(parent_path: &Path, local: Option<bool>, took: Duration) {
+    match local {
+        Some(local) => remember(parent_path, local && took < SLOW_ATTEMPT),
+        None if took >= SLOW_ATTEMPT => remember(parent_path, false),
+        None => {}
+    }
+}
+
+/// An inline attempt on `parent_path` took `took`: too slow takes the
+/// directory off the list.
+pub fn inline_took(parent_path: &Path, took: Duration) {
+    if took >= SLOW_ATTEMPT {
+        remember(parent_path, false);
+    }
+}
+
+fn remember(parent_path: &Path, fast: bool) {
+    let mut guard = FAST.lock().unwrap_or_else(|p| p.into_inner());
+    let map = guard.get_or_insert_with(HashMap::new);
+    if map.len() >= MAX_REMEMBERED && !map.contains_key(parent_path) {
+        map.clear();
+    }
+    map.insert(parent_path.to_path_buf(), fast);
+}
+
+/// Whether `dir` is on a filesystem of local storage (or memory), where a
+/// metadata call does not wait on a network or a user-space daemon.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn is_local(dir: BorrowedFd<'_>) -> bool {
+    // `statfs(2)` magic numbers (linux/magic.h).
+    const LOCAL: &[u64] = &[
+        0xEF53,      // ext2/3/4
+        0x5846_5342, // xfs
+        0x9123_683E, // btrfs
+        0x0102_1994, // tmpfs
+        0x8584_58F6, // ramfs
+        0x794C_7630, // overlayfs
+        0xF2F5_2010, // f2fs
+        0x2FC1_2FC1, // zfs
+        0xCA45_1A4E, // bcachefs
+        0x3153_464A, // jfs
+        0x5265_4973, // reiserfs
+        0x3434,      // nilfs2
+    ];
+    rustix::fs::fstatfs(dir).is_ok_and(|fs| LOCAL.contains(&(fs.f_type as u64)))
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn is_local(_dir: BorrowedFd<'_>) -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::fsx;
+    use crate::testutil::tempdir;
+    use rustix::fd::AsFd;
+
+    #[test]
+    fn a_directory_earns_the_inline_path_and_loses_it_when_slow() {
+        let root = tempdir("fastpath");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        assert!(!may_inline(&root), "unknown until an attempt saw it");
+        assert!(needs_lesson(&root));
+        // The temp dir of the test machines is ext4 or tmpfs.
+        assert!(is_local(parent.as_fd()));
+        learn(&root, Some(true), Duration::from_micros(200));
+        assert!(may_inline(&root));
+        assert!(!needs_lesson(&root));
+        learn(&root, None, Duration::from_micros(200));
+        inline_took(&root, Duration::from_micros(300));
+        assert!(may_inline(&root));
+        inline_took(&root, SLOW_ATTEMPT);
+        assert!(!may_inline(&root));
+        learn(&root, Some(true), Duration::from_millis(50));
+        assert!(
+            !may_inline(&root),
+            "a slow attempt off the thread does not earn it"
+        );
+        learn(&root, Some(false), Duration::from_micros(50));
+        assert!(!may_inline(&root), "nor one on a network or FUSE mount");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+}
