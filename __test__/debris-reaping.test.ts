@@ -49,7 +49,16 @@ async function killedWaitersStaging(root: string, file: string): Promise<string>
   const waiter = new Child(process.execPath, [fixture("hold.mjs"), file]);
   const prefix = `state.json.lock.pending.${waiter.pid}.`;
   const staged = () => fs.readdirSync(root).filter((name) => name.startsWith(prefix));
-  await waitUntil(() => staged().length === 1, 10_000, "the waiter's staging dir");
+  // Waiting means its record is staged in full (a kill between its mkdir
+  // and its write would leave an unwritten dir: another case, below).
+  const recorded = () => {
+    try {
+      return staged().length === 1 && fs.statSync(path.join(root, staged()[0]!, "info")).size > 0;
+    } catch {
+      return false;
+    }
+  };
+  await waitUntil(recorded, 10_000, "the waiter's staged record");
   const staging = path.join(root, staged()[0]!);
   waiter.proc.kill("SIGKILL");
   await waiter.exited;
