@@ -170,10 +170,15 @@ describe("exactlock under bun", () => {
 });
 
 describe("hot path under Bun", () => {
-  it("a free lock is taken and given back on the calling thread; inlineFastPath: false works off it", async () => {
+  it("a free lock is taken and given back on the calling thread once its directory earned it; inlineFastPath: false works off it", async () => {
     const root = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-bun-inline-"));
     roots.push(root);
     const file = path.join(root, "state.json");
+    // The first acquisition in a directory runs off the thread and learns
+    // that its filesystem is local and quick.
+    const first = acquireLock(file);
+    expect(fs.existsSync(`${file}.lock`)).toBe(false);
+    await (await first)();
     const inline = acquireLock(file);
     expect(fs.existsSync(`${file}.lock`)).toBe(true);
     const releasing = (await inline)();
