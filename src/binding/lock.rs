@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use napi::bindgen_prelude::{Buffer, Promise, PromiseRaw};
+use napi::JsDeferred;
+use napi::bindgen_prelude::{Buffer, Object, Promise, PromiseRaw};
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi::{Env, Result, Status};
 use napi_derive::napi;
@@ -267,7 +268,7 @@ pub fn acquire_lock_native<'env>(
     env: &'env Env,
     request: AcquireRequest,
     after_parent_mkdir: Option<HookFunction>,
-) -> Result<PromiseRaw<'env, AcquireResult>> {
+) -> Result<Object<'env>> {
     let sequence = crate::lock::table::next_id();
     let arrival = crate::lock::table::arrive();
     let scope = scope_of(env)?;
@@ -275,11 +276,51 @@ pub fn acquire_lock_native<'env>(
     let cancel = take_cancel(token);
     scope.track(&cancel);
     let options = options_of(request, cancel, after_parent_mkdir.map(hook_of), sequence);
-    env.spawn_future(async move {
-        let result = acquire::acquire(options, arrival).await;
-        forget_cancel(token);
-        Ok(acquire_result(&scope, result.map(Some)))
-    })
+    let (deferred, promise) = env.create_deferred()?;
+    let answer = Arc::new(JsAnswer {
+        deferred: Mutex::new(Some(deferred)),
+        scope,
+        token,
+    });
+    napi::bindgen_prelude::spawn(acquire::acquire(options, arrival, answer));
+    Ok(promise)
+}
+
+type Resolver = Box<dyn FnOnce(Env) -> Result<AcquireResult> + Send>;
+
+/// The promise of one acquisition, settled from whichever thread gets
+/// there first (the head's thread when it wins: no hop through the
+/// runtime's thread on the way to JavaScript).
+struct JsAnswer {
+    deferred: Mutex<Option<JsDeferred<AcquireResult, Resolver>>>,
+    scope: Arc<Scope>,
+    token: Option<u32>,
+}
+
+impl acquire::Answer for JsAnswer {
+    fn settle(&self, outcome: std::result::Result<Claim, AcquireError>) -> bool {
+        let Some(deferred) = self
+            .deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        else {
+            // Settled already: a claim passed in is dropped here, which
+            // gives its lock back.
+            return false;
+        };
+        forget_cancel(self.token);
+        let result = acquire_result(&self.scope, outcome.map(Some));
+        deferred.resolve(Box::new(move |_env| Ok(result)));
+        true
+    }
+
+    fn is_settled(&self) -> bool {
+        self.deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    }
 }
 
 fn acquire_failure(error: AcquireError) -> LockFailure {

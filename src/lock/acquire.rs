@@ -11,14 +11,16 @@
 //! Waiters of one process for one lock queue in FIFO order in memory; only
 //! the head contends on disk.
 //!
-//! Threads. An attempt's syscalls run on a blocking thread of the runtime,
-//! one attempt at a time per acquisition ([`off_thread`]); the runtime's
-//! worker thread only waits (kernel events, timers, the queue, the
-//! caller's abort). A filesystem that stalls a syscall stalls that one
-//! attempt, never another lock's hand-off, and the caller is answered on
-//! abort or when the budget is spent even while the attempt is stuck; the
-//! stuck attempt cleans up after itself when it returns (a lock it won then
-//! is given straight back: see [`Claim`]).
+//! Threads. The head of a lock's queue contends on a blocking thread of
+//! its own ([`contend`]): it makes each attempt there and sleeps there
+//! between them, in `poll` on its kernel watches ([`wait`]), so a kernel
+//! event reaches the thread that acts on it directly, and it settles the
+//! caller itself when it wins ([`Answer`]). The runtime's thread only
+//! queues the others and guards the caller: on abort, or when the budget
+//! is spent while an attempt is stuck in a syscall, it answers at once;
+//! the stuck attempt cleans up after itself when it returns (a lock it won
+//! then is given straight back: see [`Claim`]). A filesystem that stalls a
+//! syscall stalls that one head, never another lock's hand-off.
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -31,8 +33,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::Mode;
 use rustix::io::Errno;
-use tokio::io::unix::AsyncFd;
-use tokio::sync::Notify;
 
 use crate::fs::fsx;
 use crate::fs::tree::{self, TreeSnapshot};
@@ -51,7 +51,7 @@ use crate::lock::table::{self, Generation, LockKey, Ticket};
 use crate::lock::verdict::{HostPolicy, Liveness, Observer, judge, judge_record};
 use crate::sys::errno::{errno_code, errno_text};
 use crate::sys::incarnation::{self, ThisProcess};
-use crate::sys::wait::{self, Cancel, HolderExit, Subscription};
+use crate::sys::wait::{self, Cancel, HolderExit, Wake, Watch};
 
 /// A test seam awaited between parent creation and publication in each
 /// attempt (`FileLockTestHooks.afterParentMkdir`). Its error text aborts the
@@ -138,6 +138,10 @@ impl Drop for Claim {
 /// is answered without it.
 const STEP_GRACE: Duration = Duration::from_millis(50);
 
+/// How long an abort waits for the head to clean up and answer before it
+/// answers for a head stuck in a syscall.
+const ABORT_GRACE: Duration = Duration::from_millis(100);
+
 /// At most this many attempts in a row skip the wait (after a reclaim, or a
 /// lock that vanished); then the waiter sleeps, so a hostile filesystem that
 /// keeps changing cannot make us spin.
@@ -166,6 +170,16 @@ pub fn now_ns() -> i128 {
         .unwrap_or(0)
 }
 
+/// Where an acquisition's outcome goes: settled exactly once, by whoever
+/// gets there first — the head's thread when it wins or fails, or the
+/// runtime's thread on abort or a budget spent while an attempt is stuck.
+pub trait Answer: Send + Sync {
+    /// Settles with `outcome`; `false` if it was settled already (a claim
+    /// passed then is dropped, which gives the lock back).
+    fn settle(&self, outcome: Result<Claim, AcquireError>) -> bool;
+    fn is_settled(&self) -> bool;
+}
+
 /// What one attempt concluded.
 enum Step {
     /// The lock is ours.
@@ -174,11 +188,11 @@ enum Step {
     NotHead,
     /// Look again at once (the lock vanished, or was reclaimed).
     Retry,
-    /// Held by someone we must wait for (`None`: not known after a run of
-    /// retries); the holder's pidfd when it is a local live process.
+    /// Held by someone we must wait for; the holder's pidfd when it is a
+    /// local live process.
     Held {
-        holder: Option<Box<Holder>>,
-        exit: Option<AsyncFd<OwnedFd>>,
+        holder: Box<Holder>,
+        exit: Option<OwnedFd>,
     },
 }
 
@@ -198,8 +212,16 @@ impl Drop for QueuePlace {
     }
 }
 
-/// The state one acquisition carries across attempts. It moves to a
-/// blocking thread for each attempt and back.
+/// What an acquisition has seen so far, for the answer the runtime's thread
+/// gives when the head's thread cannot (stuck in a syscall).
+#[derive(Default)]
+struct Progress {
+    attempts: std::sync::atomic::AtomicU32,
+    last_holder: std::sync::Mutex<Option<Holder>>,
+}
+
+/// The state one acquisition carries across attempts. It moves to the
+/// head's thread and back.
 struct Attempts {
     options: Arc<AcquireOptions>,
     this: Arc<ThisProcess>,
@@ -207,59 +229,45 @@ struct Attempts {
     parent_path: PathBuf,
     lock_name: OsString,
     owner_token: String,
-    wake: Arc<Notify>,
+    wake: Arc<Wake>,
     deadline: Instant,
+    progress: Arc<Progress>,
     place: Option<QueuePlace>,
     /// Held until this acquisition has a place in its queue.
     arrival: Option<table::Arrival>,
-    subscription: Option<Subscription>,
+    watch: Option<Watch>,
     /// Our record, staged while waiting (see [`Staged`]).
     staged: Option<Staged>,
     /// Whether this acquisition already looked for dead waiters' debris.
     reaped_while_contended: bool,
 }
 
-/// Acquires the lock for `options.file_path`. `arrival` was taken when the
-/// caller asked; it is let go once this acquisition has its queue place.
+/// Acquires the lock for `options.file_path` and settles `answer`.
+/// `arrival` was taken when the caller asked; it is let go once this
+/// acquisition has its queue place.
 pub async fn acquire(
     options: Arc<AcquireOptions>,
     arrival: table::Arrival,
-) -> Result<Claim, AcquireError> {
-    let mut attempts = Attempts::new(options)?;
+    answer: Arc<dyn Answer>,
+) {
+    let mut attempts = match Attempts::new(options.clone()) {
+        Ok(attempts) => attempts,
+        Err(error) => {
+            answer.settle(Err(error));
+            return;
+        }
+    };
     attempts.arrival = Some(arrival);
-    let mut driver = Driver {
-        options: attempts.options.clone(),
+    options.cancel.attach(attempts.wake.clone());
+    let guard = Guard {
+        options: options.clone(),
         lock_path: attempts.lock_path.clone(),
         wake: attempts.wake.clone(),
         deadline: attempts.deadline,
-        count: 0,
-        last_holder: None,
+        progress: attempts.progress.clone(),
+        answer,
     };
-    match driver.run(attempts).await {
-        Ok((attempts, claim)) => {
-            dispose(attempts).await;
-            Ok(claim)
-        }
-        Err((attempts, error)) => {
-            if let Some(attempts) = attempts {
-                dispose(attempts).await;
-            }
-            Err(error)
-        }
-    }
-}
-
-/// Drops what an acquisition leaves (a staged record to remove, a watch
-/// to take off) on a blocking thread, before the caller is answered:
-/// nothing of a finished acquisition stays on disk, and the runtime's
-/// thread makes no syscall that can block.
-async fn dispose(attempts: Attempts) {
-    if attempts.staged.is_some() {
-        let _ = tokio::task::spawn_blocking(move || drop(attempts)).await;
-    } else if attempts.subscription.is_some() {
-        // Only a watch to take off: the caller need not wait for it.
-        tokio::task::spawn_blocking(move || drop(attempts));
-    }
+    guard.run(attempts).await;
 }
 
 /// One attempt made on the caller's thread, for the uncontended case: make
@@ -282,166 +290,108 @@ pub fn acquire_first_attempt(options: Arc<AcquireOptions>) -> Result<Option<Clai
     outcome
 }
 
-/// The async side of one acquisition: runs each attempt off the thread,
-/// waits between them, and answers the caller.
-struct Driver {
-    options: Arc<AcquireOptions>,
-    lock_path: PathBuf,
-    wake: Arc<Notify>,
-    deadline: Instant,
-    count: u32,
-    last_holder: Option<Holder>,
+/// How a head's contention ended.
+enum Contended {
+    /// The answer is settled (by the head, or already by the guard).
+    Settled,
+    /// Another acquisition of this process is ahead: wait for the turn.
+    NotHead(Box<Attempts>),
 }
 
-/// An acquisition's end: the lock, or why not (with the state, unless an
-/// abandoned attempt still has it).
-type Ended = Result<(Attempts, Claim), (Option<Attempts>, AcquireError)>;
+/// The runtime side of one acquisition: hands the head's work to a
+/// blocking thread, queues behind other heads of this process, and answers
+/// the caller when the head cannot.
+struct Guard {
+    options: Arc<AcquireOptions>,
+    lock_path: PathBuf,
+    wake: Arc<Wake>,
+    deadline: Instant,
+    progress: Arc<Progress>,
+    answer: Arc<dyn Answer>,
+}
 
-impl Driver {
-    async fn run(&mut self, mut attempts: Attempts) -> Ended {
-        let mut immediate = 0u32;
+impl Guard {
+    async fn run(&self, mut attempts: Attempts) {
         loop {
-            if self.options.cancel.is_cancelled() {
-                return Err((Some(attempts), AcquireError::Aborted));
-            }
-            self.count += 1;
-            if let Some(hook) = self.options.after_parent_mkdir.clone() {
-                attempts = self
-                    .off_thread(attempts, Attempts::make_parent_step)
-                    .await?;
-                if let Err(message) = hook(self.lock_path.to_string_lossy().into_owned()).await {
-                    return Err((Some(attempts), AcquireError::Hook(message)));
+            let answer = self.answer.clone();
+            let mut head = tokio::task::spawn_blocking(move || contend(attempts, &*answer));
+            let cancel = self.options.cancel.clone();
+            // The head settles a spent budget itself; this only covers a
+            // head stuck in a syscall, one retry delay (at least
+            // STEP_GRACE) later.
+            let give_up =
+                self.deadline.max(Instant::now()) + self.options.retry_delay.max(STEP_GRACE);
+            let ended = tokio::select! {
+                biased;
+                ended = &mut head => ended,
+                _ = cancel.cancelled() => {
+                    self.abort(head).await;
+                    return;
                 }
-                if self.options.cancel.is_cancelled() {
-                    return Err((Some(attempts), AcquireError::Aborted));
+                _ = tokio::time::sleep_until(give_up.into()) => {
+                    self.answer.settle(Err(self.budget_spent()));
+                    return;
                 }
-            }
-            let (back, step) = self.off_thread_with(attempts, Attempts::attempt).await?;
-            attempts = back;
-            let step = match step {
-                Ok(step) => step,
-                Err(error) => return Err((Some(attempts), error)),
             };
-            match step {
-                Step::Won(claim) => return Ok((attempts, claim)),
-                Step::Retry if immediate < MAX_IMMEDIATE_RETRIES => {
-                    immediate += 1;
-                }
-                Step::NotHead => {
-                    // Another acquisition in this process is ahead: wait for
-                    // the hand-over without touching the disk.
-                    if let Err(error) = self.wait_for_turn().await {
-                        return Err((Some(attempts), error));
-                    }
-                }
-                Step::Retry => attempts = self.wait_or_give_up(attempts, None, None).await?,
-                Step::Held { holder, exit } => {
-                    immediate = 0;
-                    attempts = self.wait_or_give_up(attempts, holder, exit).await?;
+            match ended {
+                Ok(Contended::Settled) => return,
+                Ok(Contended::NotHead(back)) => attempts = *back,
+                Err(_) => {
+                    self.answer.settle(Err(self.internal_error()));
+                    return;
                 }
             }
+            // Another acquisition in this process is ahead: wait for the
+            // hand-over without touching the disk.
+            let remaining = self.deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                let holder = describe_off_thread(attempts).await;
+                *self
+                    .progress
+                    .last_holder
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = holder;
+                self.answer.settle(Err(self.budget_spent()));
+                return;
+            }
+            wait::until_signalled(&self.wake, &self.options.cancel, remaining).await;
         }
     }
 
-    /// Runs `step` with the state on a blocking thread and takes both back.
-    /// If the caller aborts or the budget runs out first, the caller is
-    /// answered now and the step is abandoned: it runs to its end on its
-    /// own thread, where its state is dropped (a staged record removed, a
-    /// won lock given back through its [`Claim`]).
-    async fn off_thread_with<T: Send + 'static>(
-        &mut self,
-        mut attempts: Attempts,
-        step: fn(&mut Attempts) -> T,
-    ) -> Result<(Attempts, T), (Option<Attempts>, AcquireError)> {
-        let mut task = tokio::task::spawn_blocking(move || {
-            let out = step(&mut attempts);
-            (attempts, out)
-        });
-        let cancel = self.options.cancel.clone();
-        // A step may run past the deadline by one retry delay (at least
-        // STEP_GRACE): a healthy filesystem answers in microseconds, so
-        // only a stuck one is given up on.
-        let give_up = self.deadline.max(Instant::now()) + self.options.retry_delay.max(STEP_GRACE);
-        tokio::select! {
-            biased;
-            joined = &mut task => joined.map_err(|_| (None, self.internal_error())),
-            _ = cancel.cancelled() => Err((None, AcquireError::Aborted)),
-            _ = tokio::time::sleep_until(give_up.into()) => Err((None, self.budget_spent())),
+    /// Answers an abort. The head, woken by it, removes what it staged
+    /// and answers itself; only a head stuck in a syscall for
+    /// [`ABORT_GRACE`] is answered for (it cleans up when it returns).
+    async fn abort(&self, mut head: tokio::task::JoinHandle<Contended>) {
+        if let Ok(Ok(Contended::NotHead(attempts))) =
+            tokio::time::timeout(ABORT_GRACE, &mut head).await
+        {
+            let _ = tokio::task::spawn_blocking(move || drop(attempts)).await;
         }
-    }
-
-    async fn off_thread(
-        &mut self,
-        attempts: Attempts,
-        step: fn(&mut Attempts) -> Result<(), AcquireError>,
-    ) -> Result<Attempts, (Option<Attempts>, AcquireError)> {
-        match self.off_thread_with(attempts, step).await? {
-            (attempts, Ok(())) => Ok(attempts),
-            (attempts, Err(error)) => Err((Some(attempts), error)),
-        }
-    }
-
-    /// Gives up when the budget is spent (describing `holder`, or the
-    /// holder as observed now), else waits for a change.
-    async fn wait_or_give_up(
-        &mut self,
-        attempts: Attempts,
-        holder: Option<Box<Holder>>,
-        exit: Option<AsyncFd<OwnedFd>>,
-    ) -> Result<Attempts, (Option<Attempts>, AcquireError)> {
-        if let Some(holder) = holder {
-            self.last_holder = Some(*holder);
-        }
-        if Instant::now() < self.deadline {
-            let delay = self
-                .options
-                .retry_delay
-                .min(self.deadline.saturating_duration_since(Instant::now()));
-            wait::until_change(&self.wake, exit.as_ref(), &self.options.cancel, delay).await;
-            return Ok(attempts);
-        }
-        if self.last_holder.is_none() {
-            let (attempts, holder) = self.describe_now(attempts).await?;
-            self.last_holder = Some(holder);
-            return Err((Some(attempts), self.budget_spent()));
-        }
-        Err((Some(attempts), self.budget_spent()))
-    }
-
-    /// Waits, without polling, until this waiter reaches the head of its
-    /// queue (the waiter ahead notifies it) or its budget is spent.
-    async fn wait_for_turn(&mut self) -> Result<(), AcquireError> {
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(self.budget_spent());
-        }
-        wait::until_change(&self.wake, None, &self.options.cancel, remaining).await;
-        Ok(())
-    }
-
-    /// The holder as observed now, off the thread.
-    async fn describe_now(
-        &mut self,
-        attempts: Attempts,
-    ) -> Result<(Attempts, Holder), (Option<Attempts>, AcquireError)> {
-        // The budget is spent: give the look one more retry delay.
-        self.deadline = Instant::now() + self.options.retry_delay;
-        self.off_thread_with(attempts, Attempts::holder_now_step)
-            .await
+        self.answer.settle(Err(AcquireError::Aborted));
     }
 
     /// The error for a spent budget: the holder as last seen, or a
     /// filesystem that never answered.
     fn budget_spent(&self) -> AcquireError {
-        match &self.last_holder {
+        let attempts = self
+            .progress
+            .attempts
+            .load(std::sync::atomic::Ordering::SeqCst);
+        let holder = self
+            .progress
+            .last_holder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match holder {
             Some(holder) => AcquireError::Timeout {
                 lock_path: self.lock_path.clone(),
-                attempts: self.count,
-                holder: Box::new(holder.clone()),
+                attempts,
+                holder: Box::new(holder),
             },
             None => AcquireError::Stalled {
                 lock_path: self.lock_path.clone(),
-                attempts: self.count,
+                attempts,
             },
         }
     }
@@ -455,6 +405,92 @@ impl Driver {
                 self.lock_path.display()
             ),
         }
+    }
+}
+
+/// The holder as it stands now, looked at off the runtime's thread (for
+/// a waiter whose budget ran out behind another of this process); the
+/// acquisition's state is dropped there too.
+async fn describe_off_thread(attempts: Attempts) -> Option<Holder> {
+    tokio::task::spawn_blocking(move || {
+        let holder = attempts.holder_now_by_path();
+        drop(attempts);
+        holder
+    })
+    .await
+    .ok()
+}
+
+/// The head's work, on its own thread: attempt, sleep until something
+/// changes, attempt again, until the lock is won, the budget is spent, the
+/// caller aborts, or another acquisition of this process is ahead. It
+/// settles `answer` itself (but for the last case), and stops as soon as
+/// it finds it settled by the guard (abort, stuck past the budget): then
+/// it drops its state here, removing a staged record and giving back a
+/// lock it won for nobody.
+fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
+    let mut immediate = 0u32;
+    loop {
+        if answer.is_settled() {
+            return Contended::Settled;
+        }
+        if attempts.options.cancel.is_cancelled() {
+            attempts.staged = None;
+            answer.settle(Err(AcquireError::Aborted));
+            return Contended::Settled;
+        }
+        attempts
+            .progress
+            .attempts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Err(error) = attempts.run_hook() {
+            attempts.staged = None;
+            answer.settle(Err(error));
+            return Contended::Settled;
+        }
+        let (holder, exit) = match attempts.attempt() {
+            Err(error) => {
+                attempts.staged = None;
+                answer.settle(Err(error));
+                return Contended::Settled;
+            }
+            Ok(Step::Won(claim)) => {
+                // Nothing of this acquisition stays on disk once the caller
+                // has the lock: a staging it did not use goes first.
+                attempts.staged = None;
+                answer.settle(Ok(claim));
+                return Contended::Settled;
+            }
+            Ok(Step::NotHead) => return Contended::NotHead(Box::new(attempts)),
+            Ok(Step::Retry) if immediate < MAX_IMMEDIATE_RETRIES => {
+                immediate += 1;
+                continue;
+            }
+            Ok(Step::Retry) => (None, None),
+            Ok(Step::Held { holder, exit }) => {
+                immediate = 0;
+                (Some(*holder), exit)
+            }
+        };
+        if let Some(holder) = holder {
+            *attempts
+                .progress
+                .last_holder
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(holder);
+        }
+        let remaining = attempts.deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            attempts.settle_spent_budget(answer);
+            return Contended::Settled;
+        }
+        let delay = attempts.options.retry_delay.min(remaining);
+        wait::sleep(
+            attempts.watch.as_ref(),
+            exit.as_ref().map(|fd| fd.as_fd()),
+            &attempts.wake,
+            delay,
+        );
     }
 }
 
@@ -492,14 +528,49 @@ impl Attempts {
             parent_path,
             lock_name,
             owner_token: uuid::Uuid::new_v4().hyphenated().to_string(),
-            wake: Arc::new(Notify::new()),
+            wake: Wake::new(),
             deadline: Instant::now() + budget,
+            progress: Arc::default(),
             place: None,
             arrival: None,
-            subscription: None,
+            watch: None,
             staged: None,
             reaped_while_contended: false,
         })
+    }
+
+    /// Runs the test hook (`afterParentMkdir`), if any, after making the
+    /// parent: it is awaited on this (blocking) thread.
+    fn run_hook(&mut self) -> Result<(), AcquireError> {
+        let Some(hook) = self.options.after_parent_mkdir.clone() else {
+            return Ok(());
+        };
+        self.make_parent()?;
+        let runtime = tokio::runtime::Handle::current();
+        runtime
+            .block_on(hook(self.lock_path.to_string_lossy().into_owned()))
+            .map_err(AcquireError::Hook)
+    }
+
+    /// Settles a spent budget: the holder as last seen (looked at now if
+    /// none was), with the staged record removed first.
+    fn settle_spent_budget(&mut self, answer: &dyn Answer) {
+        let seen = self
+            .progress
+            .last_holder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let holder = seen.unwrap_or_else(|| self.holder_now_by_path());
+        self.staged = None;
+        answer.settle(Err(AcquireError::Timeout {
+            lock_path: self.lock_path.clone(),
+            attempts: self
+                .progress
+                .attempts
+                .load(std::sync::atomic::Ordering::SeqCst),
+            holder: Box::new(holder),
+        }));
     }
 
     /// One whole attempt (see the module docs); on a blocking thread. What
@@ -548,19 +619,13 @@ impl Attempts {
         };
         self.stage_for_wake(parent.as_fd())?;
         Ok(Step::Held {
-            holder: Some(Box::new(holder)),
+            holder: Box::new(holder),
             exit,
         })
     }
 
-    /// Creates missing parents for the next attempt (when a hook must run
-    /// between that and publication).
-    fn make_parent_step(&mut self) -> Result<(), AcquireError> {
-        self.make_parent()?;
-        Ok(())
-    }
-
-    fn holder_now_step(&mut self) -> Holder {
+    /// The holder as it stands now, opening the parent afresh.
+    fn holder_now_by_path(&self) -> Holder {
         match fsx::open_anchor(&self.parent_path) {
             Ok(parent) => self.holder_now(parent.as_fd()),
             Err(errno) => Holder::unreadable(errno_code(errno)),
@@ -678,7 +743,7 @@ impl Attempts {
         let same = self.place.as_ref().is_some_and(|place| place.0.key == *key);
         if !same {
             self.place = None;
-            self.subscription = None;
+            self.watch = None;
             self.place = Some(QueuePlace(table::enqueue(
                 key.clone(),
                 self.options.sequence,
@@ -694,11 +759,15 @@ impl Attempts {
         parent: BorrowedFd<'_>,
         record: &[u8],
     ) -> Result<Judged, AcquireError> {
-        // Subscribe before looking, so a release between the look and the
-        // wait still wakes us (the notification stores a permit). Only
+        // Watch before looking, so a release between the look and the
+        // sleep still wakes us (the event waits in the queue). Only
         // contended attempts pay for the watch.
-        if self.subscription.is_none() {
-            self.subscription = wait::watch(parent, &self.lock_name, self.wake.clone());
+        if !self
+            .watch
+            .as_ref()
+            .is_some_and(|watch| watch.watches(parent))
+        {
+            self.watch = Watch::new(parent, &self.lock_name);
         }
         if let Some(holder) = self.holder_at_a_glance(parent) {
             return Ok(Judged::Held(holder));

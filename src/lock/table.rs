@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rustix::fd::{BorrowedFd, OwnedFd};
 use rustix::io::Errno;
-use tokio::sync::Notify;
 
 use crate::fs::fsx;
 use crate::fs::tree::TreeSnapshot;
+use crate::sys::wait::Wake;
 
 /// The canonical name of a lock: the identity of its parent directory
 /// (device, inode, birth time: see [`fsx::DirIdentity`]) plus its final
@@ -88,7 +88,7 @@ pub struct Ticket {
 #[derive(Default)]
 struct Table {
     generations: HashMap<u64, Entry>,
-    queues: HashMap<LockKey, VecDeque<(u64, Arc<Notify>)>>,
+    queues: HashMap<LockKey, VecDeque<(u64, Arc<Wake>)>>,
 }
 
 fn table() -> MutexGuard<'static, Table> {
@@ -225,7 +225,7 @@ pub fn take_pending_releases(key: &LockKey) -> Vec<Arc<Generation>> {
 /// caller asked for the lock, so waiters are served in the order they
 /// asked even if their first attempts run in another order); `wake` is
 /// notified when the ticket becomes the head.
-pub fn enqueue(key: LockKey, sequence: u64, wake: Arc<Notify>) -> Ticket {
+pub fn enqueue(key: LockKey, sequence: u64, wake: Arc<Wake>) -> Ticket {
     let mut table = table();
     let queue = table.queues.entry(key.clone()).or_default();
     let at = queue.partition_point(|(queued, _)| *queued < sequence);
@@ -259,7 +259,7 @@ pub fn dequeue(ticket: &Ticket) {
 
 fn wake_head(table: &Table, key: &LockKey) {
     if let Some((_, wake)) = table.queues.get(key).and_then(|queue| queue.front()) {
-        wake.notify_one();
+        wake.signal();
     }
 }
 
@@ -286,7 +286,7 @@ mod tests {
             !nobody_waits_for(&key),
             "an arriving acquisition may be for this key"
         );
-        let ticket = enqueue(key.clone(), next_id(), Arc::new(Notify::new()));
+        let ticket = enqueue(key.clone(), next_id(), Wake::new());
         drop(arriving);
         assert!(!nobody_waits_for(&key), "a queued waiter is ahead");
         dequeue(&ticket);
@@ -298,10 +298,10 @@ mod tests {
     #[test]
     fn queue_is_fifo_and_wakes_the_next_head() {
         let key = test_key();
-        let second_wake = Arc::new(Notify::new());
+        let second_wake = Wake::new();
         // Joined out of order: the queue follows the sequence numbers.
-        let third = enqueue(key.clone(), 30, Arc::new(Notify::new()));
-        let first = enqueue(key.clone(), 10, Arc::new(Notify::new()));
+        let third = enqueue(key.clone(), 30, Wake::new());
+        let first = enqueue(key.clone(), 10, Wake::new());
         let second = enqueue(key.clone(), 20, second_wake.clone());
         assert!(is_head(&first));
         assert!(!is_head(&second));

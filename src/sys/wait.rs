@@ -1,99 +1,128 @@
-//! Waiting without polling: the kernel wakes a waiter when the lock name is
-//! removed or renamed away (inotify on the lock's parent) and when the
-//! holder dies (a pidfd becomes readable). A timer every `retryDelayMs`
-//! remains as the fallback for filesystems that send no events (network
-//! mounts) and for anything missed.
+//! Waiting without polling.
 //!
-//! There is one inotify instance per process, read by one task on the napi
-//! tokio runtime; each waiter holds a subscription for `(directory, name)`
-//! and a [`Notify`] that stores a permit, so an event that arrives between a
-//! waiter's last look at the disk and its `await` is never lost. No thread
-//! per waiter, and no libuv pool thread is ever held while waiting.
+//! The head waiter of a contended lock (the first of this process's queue
+//! for it) sleeps in `poll(2)` on its own thread, on three descriptors:
+//! - a [`Watch`]: its own inotify instance watching the lock's parent for
+//!   the lock name being removed or renamed away, and for the directory
+//!   itself moving or being deleted (replaced at its path);
+//! - the holder's pidfd, readable once the holder has exited;
+//! - its [`Wake`]: an eventfd the rest of the process signals (its queue's
+//!   hand-over, its cancellation, its environment's teardown).
+//!
+//! The `poll` timeout (`retryDelayMs`) is the fallback for filesystems that
+//! send no events (network mounts) and for anything missed. A wake-up costs
+//! one thread switch, as a kernel event reaches the thread that acts on it
+//! directly; nothing of a wait runs on the runtime's thread, and the head's
+//! thread is its own, so one lock's slow filesystem delays no other lock.
+//! Waiters behind the head wait for their turn on the runtime, holding no
+//! thread.
 
-use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
 use rustix::fd::{BorrowedFd, OwnedFd};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags};
-use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
-struct Subscriber {
-    id: u64,
+/// How a waiter is woken by others in its process: a [`Notify`] for a
+/// waiter on the runtime, and an eventfd for a head sleeping in `poll`.
+pub struct Wake {
+    notify: Notify,
+    /// `None` if no eventfd could be made (descriptors exhausted): a head
+    /// then sees signals at its next timeout.
+    fd: Option<OwnedFd>,
+}
+
+impl Wake {
+    pub fn new() -> Arc<Wake> {
+        Arc::new(Wake {
+            notify: Notify::new(),
+            fd: rustix::event::eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).ok(),
+        })
+    }
+
+    /// Wakes the waiter, wherever it waits (a stored permit if it is not
+    /// waiting yet).
+    pub fn signal(&self) {
+        self.notify.notify_one();
+        if let Some(fd) = &self.fd {
+            // A full counter (impossible in practice) means it is signalled.
+            let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
+        }
+    }
+
+    /// Resolves at the next signal (at once for one stored since the last).
+    pub async fn notified(&self) {
+        self.notify.notified().await;
+    }
+
+    fn drain(&self) {
+        if let Some(fd) = &self.fd {
+            let mut buf = [0u8; 8];
+            let _ = rustix::io::read(fd, &mut buf);
+        }
+    }
+}
+
+/// An inotify watch on one directory for one name in it going away, owned
+/// by one head waiter.
+pub struct Watch {
+    fd: OwnedFd,
+    /// The directory watched (device, inode), to tell whether a later
+    /// attempt's parent is still it.
+    dir: (u64, u64),
     name: OsString,
-    wake: Arc<Notify>,
 }
 
-struct Watcher {
-    fd: AsyncFd<OwnedFd>,
-    /// Subscribers by watch descriptor: what the dispatcher reads. Never
-    /// held across a syscall that can block.
-    watches: Mutex<HashMap<i32, Vec<Subscriber>>>,
-    /// Serializes adding and removing kernel watches, so that a watch is
-    /// never removed between another subscriber's `inotify_add_watch` (which
-    /// returns the same descriptor for the same directory) and its entry.
-    /// `inotify_add_watch` may block (a permission check on a network
-    /// mount); the dispatcher never takes this lock, so wake-ups go on.
-    registration: Mutex<()>,
-}
-
-/// The process's watcher, started on first use inside the tokio runtime.
-/// `None` when inotify is unavailable (other platforms, exhausted limits):
-/// waiters then fall back to the timer. A failure is not remembered: one
-/// `EMFILE` must not turn wake-ups off for the rest of the process, so the
-/// next waiter tries again.
-static WATCHER: Mutex<Option<Arc<Watcher>>> = Mutex::new(None);
-
-fn watcher() -> Option<Arc<Watcher>> {
-    let mut slot = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(watcher) = slot.as_ref() {
-        return Some(watcher.clone());
+impl Watch {
+    /// Watches `name` in the directory `dir`; `None` if the kernel cannot
+    /// (no inotify, descriptors or watches exhausted): the timer covers,
+    /// and the next attempt tries again.
+    pub fn new(dir: BorrowedFd<'_>, name: &OsStr) -> Option<Watch> {
+        let stat = rustix::fs::fstat(dir).ok()?;
+        let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).ok()?;
+        // inotify takes a path; the magic link of our descriptor names
+        // exactly the directory we opened, whatever happened to its path.
+        let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        // The name deleted or moved away; and the directory itself moved or
+        // deleted (replaced by another at its path): the waiter looks again,
+        // and its next attempt watches whatever the path names now.
+        let mask = WatchFlags::DELETE
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::MOVE_SELF
+            | WatchFlags::DELETE_SELF
+            | WatchFlags::ONLYDIR;
+        inotify::add_watch(&fd, path, mask).ok()?;
+        #[allow(clippy::unnecessary_cast)]
+        let dir = (stat.st_dev as u64, stat.st_ino as u64);
+        Some(Watch {
+            fd,
+            dir,
+            name: name.to_os_string(),
+        })
     }
-    let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).ok()?;
-    let watcher = Arc::new(Watcher {
-        fd: register(fd)?,
-        watches: Mutex::new(HashMap::new()),
-        registration: Mutex::new(()),
-    });
-    tokio::spawn(dispatch(watcher.clone()));
-    *slot = Some(watcher.clone());
-    Some(watcher)
-}
 
-/// The watcher if one runs, without starting one.
-fn running_watcher() -> Option<Arc<Watcher>> {
-    WATCHER.lock().unwrap_or_else(|p| p.into_inner()).clone()
-}
-
-/// Reads events until the descriptor fails, waking the subscribers they
-/// concern; then forgets the watcher so that the next waiter starts a new
-/// one (its subscribers fall back to their timers meanwhile).
-async fn dispatch(watcher: Arc<Watcher>) {
-    read_events(&watcher).await;
-    let mut slot = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
-    if slot
-        .as_ref()
-        .is_some_and(|current| Arc::ptr_eq(current, &watcher))
-    {
-        *slot = None;
+    /// Whether this watches the directory `dir` (by identity).
+    pub fn watches(&self, dir: BorrowedFd<'_>) -> bool {
+        #[allow(clippy::unnecessary_cast)]
+        rustix::fs::fstat(dir)
+            .is_ok_and(|stat| (stat.st_dev as u64, stat.st_ino as u64) == self.dir)
     }
-}
 
-async fn read_events(watcher: &Watcher) {
-    let mut buffer = [MaybeUninit::<u8>::uninit(); 4096];
-    loop {
-        let Ok(mut guard) = watcher.fd.readable().await else {
-            return;
-        };
-        let mut reader = inotify::Reader::new(watcher.fd.get_ref(), &mut buffer);
+    /// Reads what is queued: whether any event concerns the name or the
+    /// directory itself (or events were lost).
+    fn relevant_events(&self) -> bool {
+        let mut buffer = [MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = inotify::Reader::new(&self.fd, &mut buffer);
+        let mut relevant = false;
         loop {
             match reader.next() {
                 Ok(event) => {
@@ -103,97 +132,15 @@ async fn read_events(watcher: &Watcher) {
                             | ReadFlags::MOVE_SELF
                             | ReadFlags::DELETE_SELF,
                     );
-                    let name = event.file_name().map(|name| name.to_bytes().to_vec());
-                    wake(watcher, event.wd(), everyone, name.as_deref());
-                }
-                Err(Errno::AGAIN) => {
-                    guard.clear_ready();
-                    break;
+                    let ours = event
+                        .file_name()
+                        .is_some_and(|name| name.to_bytes() == self.name.as_bytes());
+                    relevant |= everyone || ours;
                 }
                 Err(Errno::INTR) => continue,
-                Err(_) => return,
+                // EAGAIN: drained; anything else: the timer covers.
+                Err(_) => return relevant,
             }
-        }
-    }
-}
-
-fn wake(watcher: &Watcher, wd: i32, everyone: bool, name: Option<&[u8]>) {
-    let watches = watcher.watches.lock().unwrap_or_else(|p| p.into_inner());
-    let targets: Box<dyn Iterator<Item = &Subscriber>> = if wd < 0 {
-        // Queue overflow: we may have missed anything.
-        Box::new(watches.values().flatten())
-    } else {
-        Box::new(watches.get(&wd).into_iter().flatten())
-    };
-    for subscriber in targets {
-        if everyone || name == Some(subscriber.name.as_bytes()) {
-            subscriber.wake.notify_one();
-        }
-    }
-}
-
-/// A waiter's interest in `name` disappearing from a directory. Dropping it
-/// unsubscribes (and removes the kernel watch with the last subscriber).
-pub struct Subscription {
-    wd: i32,
-    id: u64,
-}
-
-/// Subscribes `wake` to the removal or renaming-away of `name` in the
-/// directory `dir`. `None` if the kernel cannot watch it; the timer covers.
-pub fn watch(dir: BorrowedFd<'_>, name: &OsStr, wake: Arc<Notify>) -> Option<Subscription> {
-    let watcher = watcher()?;
-    // inotify takes a path; the magic link of our descriptor names exactly
-    // the directory we opened, whatever happened to its path since.
-    let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
-    // The name deleted or moved away; and the directory itself moved or
-    // deleted (replaced by another at its path): every waiter in it looks
-    // again, and its next attempt watches whatever the path names now.
-    let mask = WatchFlags::DELETE
-        | WatchFlags::MOVED_FROM
-        | WatchFlags::MOVE_SELF
-        | WatchFlags::DELETE_SELF
-        | WatchFlags::ONLYDIR;
-    let _registering = watcher
-        .registration
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    let wd = inotify::add_watch(watcher.fd.get_ref(), path, mask).ok()?;
-    static NEXT_SUBSCRIBER: AtomicU64 = AtomicU64::new(1);
-    let id = NEXT_SUBSCRIBER.fetch_add(1, Ordering::Relaxed);
-    let mut watches = watcher.watches.lock().unwrap_or_else(|p| p.into_inner());
-    watches.entry(wd).or_default().push(Subscriber {
-        id,
-        name: name.to_os_string(),
-        wake,
-    });
-    Some(Subscription { wd, id })
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        let Some(watcher) = running_watcher() else {
-            return;
-        };
-        let _registering = watcher
-            .registration
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let last = {
-            let mut watches = watcher.watches.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(subscribers) = watches.get_mut(&self.wd) else {
-                return;
-            };
-            subscribers.retain(|s| s.id != self.id);
-            let last = subscribers.is_empty();
-            if last {
-                watches.remove(&self.wd);
-            }
-            last
-        };
-        if last {
-            // The directory may be gone already (EINVAL): nothing to undo.
-            let _ = inotify::remove_watch(watcher.fd.get_ref(), self.wd);
         }
     }
 }
@@ -201,7 +148,7 @@ impl Drop for Subscription {
 /// How a waiter learns that the holder exited.
 pub enum HolderExit {
     /// A pidfd, readable once the process has exited.
-    Watch(AsyncFd<OwnedFd>),
+    Watch(OwnedFd),
     /// The process is already gone: look again at once.
     AlreadyGone,
     /// No pidfd (not a local process, no kernel support): the timer covers.
@@ -214,29 +161,59 @@ pub fn holder_exit(pid: u32) -> HolderExit {
         return HolderExit::Unwatched;
     };
     match rustix::process::pidfd_open(pid, PidfdFlags::NONBLOCK) {
-        Ok(fd) => register(fd).map_or(HolderExit::Unwatched, HolderExit::Watch),
+        Ok(fd) => HolderExit::Watch(fd),
         Err(Errno::SRCH) => HolderExit::AlreadyGone,
         Err(_) => HolderExit::Unwatched,
     }
 }
 
-/// Registers an owned descriptor with the runtime's reactor.
-#[allow(unsafe_code)]
-fn register(fd: OwnedFd) -> Option<AsyncFd<OwnedFd>> {
-    // SAFETY: `register` requires a valid open descriptor that stays open
-    // and keeps its number for the life of the `AsyncFd`. An `OwnedFd` only
-    // exists for a valid open descriptor; the `AsyncFd` takes ownership of
-    // it, so nothing else can close or replace it while registered (we
-    // never call `into_inner`), and `OwnedFd::as_raw_fd` always returns the
-    // same number.
-    unsafe { AsyncFd::register(fd).ok() }
+/// Sleeps on the calling thread until the watched name (or its directory)
+/// changes, the holder exits, `wake` is signalled, or `timeout` passes,
+/// whichever comes first. Spurious returns are harmless: the caller looks.
+pub fn sleep(
+    watch: Option<&Watch>,
+    holder: Option<BorrowedFd<'_>>,
+    wake: &Wake,
+    timeout: Duration,
+) {
+    let mut fds = Vec::with_capacity(3);
+    if let Some(watch) = watch {
+        fds.push(PollFd::new(&watch.fd, PollFlags::IN));
+    }
+    if let Some(holder) = holder {
+        fds.push(PollFd::from_borrowed_fd(holder, PollFlags::IN));
+    }
+    if let Some(fd) = &wake.fd {
+        fds.push(PollFd::new(fd, PollFlags::IN));
+    }
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left = Timespec {
+            tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        match rustix::event::poll(&mut fds, Some(&left)) {
+            Err(Errno::INTR) => continue,
+            _ => break,
+        }
+    }
+    // Consume what woke us, so the next sleep waits for something new
+    // (the pidfd stays readable once its process exited; it is not
+    // waited on again).
+    wake.drain();
+    if let Some(watch) = watch {
+        let _ = watch.relevant_events();
+    }
 }
 
-/// A cancellation flag that an acquisition can also await.
+/// A cancellation flag that an acquisition can also await, and that wakes
+/// the waiter it is attached to.
 #[derive(Default)]
 pub struct Cancel {
     cancelled: AtomicBool,
     notify: Notify,
+    wake: Mutex<Option<Arc<Wake>>>,
 }
 
 impl Cancel {
@@ -244,10 +221,19 @@ impl Cancel {
         self.cancelled.load(Ordering::SeqCst)
     }
 
-    /// Cancels, and wakes whoever awaits [`Cancel::cancelled`].
+    /// Cancels, and wakes whoever awaits [`Cancel::cancelled`] and the
+    /// attached waiter.
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::SeqCst);
         self.notify.notify_waiters();
+        if let Some(wake) = self.wake.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            wake.signal();
+        }
+    }
+
+    /// Attaches the waiter to wake on cancellation.
+    pub fn attach(&self, wake: Arc<Wake>) {
+        *self.wake.lock().unwrap_or_else(|p| p.into_inner()) = Some(wake);
     }
 
     /// Resolves once cancelled (at once if it already is).
@@ -265,28 +251,56 @@ impl Cancel {
     }
 }
 
-/// Waits until `wake` is notified, the holder exits, `cancel` fires or
-/// `delay` passes, whichever comes first.
-pub async fn until_change(
-    wake: &Notify,
-    holder: Option<&AsyncFd<OwnedFd>>,
-    cancel: &Cancel,
-    delay: Duration,
-) {
-    let exit = async {
-        match holder {
-            Some(fd) => {
-                // Readable means exited; the guard is dropped at once (the
-                // pidfd stays readable, and we do not wait on it again).
-                let _ = fd.readable().await;
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
+/// Waits on the runtime until `wake` is signalled, `cancel` fires or
+/// `delay` passes.
+pub async fn until_signalled(wake: &Wake, cancel: &Cancel, delay: Duration) {
     tokio::select! {
         _ = wake.notified() => {}
-        _ = exit => {}
         _ = cancel.cancelled() => {}
         _ = tokio::time::sleep(delay) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::fsx;
+    use crate::testutil::tempdir;
+    use rustix::fd::AsFd;
+    use std::time::Instant;
+
+    #[test]
+    fn a_head_wakes_for_its_name_going_away_and_not_for_other_names() {
+        let root = tempdir("wait");
+        std::fs::create_dir(root.join("f.lock")).unwrap();
+        std::fs::create_dir(root.join("other.lock")).unwrap();
+        let dir = fsx::open_dir_nofollow(&root).unwrap();
+        let watch = Watch::new(dir.as_fd(), OsStr::new("f.lock")).unwrap();
+        assert!(watch.watches(dir.as_fd()));
+        let wake = Wake::new();
+        std::fs::remove_dir(root.join("other.lock")).unwrap();
+        assert!(!watch.relevant_events());
+        std::fs::rename(root.join("f.lock"), root.join("moved")).unwrap();
+        let started = Instant::now();
+        sleep(Some(&watch), None, &wake, Duration::from_secs(5));
+        assert!(started.elapsed() < Duration::from_secs(2));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_signal_wakes_a_sleeping_head_and_the_timeout_is_the_fallback() {
+        let wake = Wake::new();
+        let signaller = wake.clone();
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            signaller.signal();
+        });
+        let started = Instant::now();
+        sleep(None, None, &wake, Duration::from_secs(5));
+        assert!(started.elapsed() < Duration::from_secs(2));
+        thread.join().unwrap();
+        let started = Instant::now();
+        sleep(None, None, &wake, Duration::from_millis(30));
+        assert!(started.elapsed() >= Duration::from_millis(25));
     }
 }
