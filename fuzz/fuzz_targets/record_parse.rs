@@ -9,10 +9,20 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../src/record.rs"]
-mod record;
+// The record and what it uses of the platform layer, at the paths the
+// sources name each other by (`crate::sys::…`).
+#[path = "../../src/sys"]
+mod sys {
+    pub mod incarnation;
+    pub mod lstart;
+    pub mod process;
+}
+#[path = "../../src/lock"]
+mod lock {
+    pub mod record;
+}
 
-use record::OwnerRecord;
+use lock::record::OwnerRecord;
 
 fuzz_target!(|bytes: &[u8]| {
     let Some(record) = OwnerRecord::parse(bytes) else {

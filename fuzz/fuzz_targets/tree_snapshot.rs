@@ -19,12 +19,21 @@ use std::path::{Path, PathBuf};
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../src/fsx.rs"]
-mod fsx;
-#[path = "../../src/rename.rs"]
-mod rename;
-#[path = "../../src/tree.rs"]
-mod tree;
+// The main crate's layers, as much of them as the snapshot uses, at the
+// paths the sources name each other by (`crate::fs::…`, `crate::sys::…`).
+#[path = "../../src/fs"]
+mod fs {
+    pub mod fsx;
+    pub mod rename;
+    pub mod tree;
+}
+#[path = "../../src/sys"]
+mod sys {
+    pub mod errno;
+    pub mod faults;
+}
+
+use fs::tree;
 
 const NAMES: [&[u8]; 8] = [
     b"info",
