@@ -429,6 +429,7 @@ async fn describe_off_thread(attempts: Attempts) -> Option<Holder> {
 /// it drops its state here, removing a staged record and giving back a
 /// lock it won for nobody.
 fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
+    attempts.wake.arm();
     let mut immediate = 0u32;
     loop {
         if answer.is_settled() {

@@ -22,7 +22,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
@@ -36,24 +36,39 @@ use tokio::sync::Notify;
 /// waiter on the runtime, and an eventfd for a head sleeping in `poll`.
 pub struct Wake {
     notify: Notify,
-    /// `None` if no eventfd could be made (descriptors exhausted): a head
-    /// then sees signals at its next timeout.
-    fd: Option<OwnedFd>,
+    /// Made by [`Wake::arm`] when the waiter first contends (most
+    /// acquisitions never wait: they pay for no eventfd). Inner `None` if
+    /// none could be made (descriptors exhausted): the head then sees
+    /// signals at its next timeout.
+    fd: OnceLock<Option<OwnedFd>>,
 }
 
 impl Wake {
     pub fn new() -> Arc<Wake> {
         Arc::new(Wake {
             notify: Notify::new(),
-            fd: rustix::event::eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).ok(),
+            fd: OnceLock::new(),
         })
+    }
+
+    /// Makes the eventfd a head sleeps on. Called before the head first
+    /// looks at anything it could be signalled about, so no signal is
+    /// missed: one sent earlier is seen in what the head then looks at.
+    pub fn arm(&self) {
+        self.fd.get_or_init(|| {
+            rustix::event::eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).ok()
+        });
+    }
+
+    fn fd(&self) -> Option<&OwnedFd> {
+        self.fd.get().and_then(Option::as_ref)
     }
 
     /// Wakes the waiter, wherever it waits (a stored permit if it is not
     /// waiting yet).
     pub fn signal(&self) {
         self.notify.notify_one();
-        if let Some(fd) = &self.fd {
+        if let Some(fd) = self.fd() {
             // A full counter (impossible in practice) means it is signalled.
             let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
         }
@@ -65,7 +80,7 @@ impl Wake {
     }
 
     fn drain(&self) {
-        if let Some(fd) = &self.fd {
+        if let Some(fd) = self.fd() {
             let mut buf = [0u8; 8];
             let _ = rustix::io::read(fd, &mut buf);
         }
@@ -183,7 +198,7 @@ pub fn sleep(
     if let Some(holder) = holder {
         fds.push(PollFd::from_borrowed_fd(holder, PollFlags::IN));
     }
-    if let Some(fd) = &wake.fd {
+    if let Some(fd) = wake.fd() {
         fds.push(PollFd::new(fd, PollFlags::IN));
     }
     let deadline = std::time::Instant::now() + timeout;
@@ -278,6 +293,7 @@ mod tests {
         let watch = Watch::new(dir.as_fd(), OsStr::new("f.lock")).unwrap();
         assert!(watch.watches(dir.as_fd()));
         let wake = Wake::new();
+        wake.arm();
         std::fs::remove_dir(root.join("other.lock")).unwrap();
         assert!(!watch.relevant_events());
         std::fs::rename(root.join("f.lock"), root.join("moved")).unwrap();
@@ -290,6 +306,7 @@ mod tests {
     #[test]
     fn a_signal_wakes_a_sleeping_head_and_the_timeout_is_the_fallback() {
         let wake = Wake::new();
+        wake.arm();
         let signaller = wake.clone();
         let thread = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));

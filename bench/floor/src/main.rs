@@ -154,9 +154,10 @@ impl Ctx {
         dir
     }
 
-    /// The start of every attempt: the owner token (getrandom), the parent
-    /// made and opened (create_dir_all's stat, open O_PATH) and its
-    /// canonical key (readlink of the descriptor's magic link).
+    /// The start of every attempt of the v0 code: the owner token
+    /// (getrandom), the parent made and opened (create_dir_all's stat, open
+    /// O_PATH) and its canonical key (readlink of the descriptor's magic
+    /// link).
     fn open_parent_keyed(&mut self, token: &mut [u8; 16]) -> (OwnedFd, String) {
         sys!(
             self,
@@ -171,6 +172,27 @@ impl Ctx {
         let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&parent));
         sys!(self, fs::readlink(link.as_str(), Vec::new()).unwrap());
         (parent, link)
+    }
+
+    /// The start of every attempt of the code in this tree: the owner token
+    /// (getrandom), the parent opened (O_PATH; created only when missing)
+    /// and its key (statx: device, inode, birth time).
+    fn open_parent_identified(&mut self, token: &mut [u8; 16]) -> OwnedFd {
+        sys!(
+            self,
+            rustix::rand::getrandom(token, rustix::rand::GetRandomFlags::empty()).unwrap()
+        );
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let parent = sys!(
+            self,
+            fs::open(self.parent_path.as_str(), flags, Mode::empty()).unwrap()
+        );
+        let mask = fs::StatxFlags::INO | fs::StatxFlags::BTIME;
+        sys!(
+            self,
+            fs::statx(&parent, "", AtFlags::EMPTY_PATH, mask).unwrap()
+        );
+        parent
     }
 
     /// The cycle before the issue-4 hot-path changes (85 syscalls, with two
@@ -262,11 +284,11 @@ impl Ctx {
         self.calls += 2;
     }
 
-    /// The cycle of the code in this tree (38 syscalls, all on the calling
+    /// The cycle of the code in this tree (39 syscalls, all on the calling
     /// thread: the first attempt and the first release attempt run inline).
     fn cycle_current(&mut self) {
         let mut token = [0u8; 16];
-        let (parent, _) = self.open_parent_keyed(&mut token);
+        let parent = self.open_parent_identified(&mut token);
         let p = parent.as_fd();
         sys!(self, std::hint::black_box(rustix::process::getpid()));
         // Look before leaping: the lock name is free.
@@ -282,7 +304,13 @@ impl Ctx {
         self.rename_pinned(p, &staging);
 
         // release as published: record unchanged, only entry, flock turn,
-        // name still ours, detach, re-check, unlink, rmdir.
+        // name still ours, detach to a fresh quarantine name (getrandom for
+        // its uuid), re-check, unlink, rmdir.
+        sys!(self, std::hint::black_box(rustix::process::getpid()));
+        sys!(
+            self,
+            rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap()
+        );
         sys!(
             self,
             fs::statat(&root, INFO, AtFlags::SYMLINK_NOFOLLOW).unwrap()
