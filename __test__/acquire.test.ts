@@ -69,6 +69,7 @@ import {
   writeLock,
   zombiePid,
 } from "./helpers.ts";
+import { recordKeys } from "./fixtures/children.ts";
 
 afterEach(cleanup);
 
@@ -112,16 +113,7 @@ describe("publication", () => {
     expect(record.start_time).toBe(processStartTime(process.pid));
     // The original's keys in its order; upstream 0.17's incarnation where
     // it puts it; the boot and pid namespace after the original's keys.
-    expect(Object.keys(record)).toEqual([
-      "pid",
-      "start_time",
-      "start_time_format",
-      "process_incarnation",
-      "timestamp",
-      "owner_token",
-      "boot_id",
-      "pid_ns",
-    ]);
+    expect(Object.keys(record)).toEqual(recordKeys());
     expect(bytes).toBe(JSON.stringify(record));
   });
 
@@ -129,17 +121,7 @@ describe("publication", () => {
     const file = path.join(makeRoot(), "state.json");
     const bytes = await withFileLock(file, async () => readInfo(file), { ownerHostId: "h-5f2c" });
     const record = JSON.parse(bytes);
-    expect(Object.keys(record)).toEqual([
-      "pid",
-      "start_time",
-      "start_time_format",
-      "process_incarnation",
-      "timestamp",
-      "owner_token",
-      "owner_host_id",
-      "boot_id",
-      "pid_ns",
-    ]);
+    expect(Object.keys(record)).toEqual(recordKeys(true));
     expect(record.owner_host_id).toBe("h-5f2c");
     expect(bytes).toBe(JSON.stringify(record));
   });

@@ -15,6 +15,7 @@ import {
   cleanup,
   debrisOf,
   fingerprint,
+  handOffs,
   median,
   metric,
   now,
@@ -150,33 +151,8 @@ describe("waiting (issue 4)", () => {
   it("a waiter in another process is handed the lock when the holder releases (20 hand-offs, median reported)", async () => {
     const root = tempRoot();
     const file = path.join(root, "state.json");
-    const holder = await spawnHolder(file);
-    const handoffs: number[] = [];
-    for (let run = 0; run < 20; run += 1) {
-      if (run > 0) {
-        holder.send("acquire");
-        await holder.nextLine("held ");
-      }
-      let acquiredAt = 0;
-      // retryDelayMs 1000: a waiter that only polls would show ~500 ms.
-      const waiting = acquireLock(file, {
-        retries: 20,
-        retryDelayMs: 1_000,
-        onAcquired: () => {
-          acquiredAt = now();
-        },
-      });
-      await sleep(100);
-      expect(acquiredAt).toBe(0); // the holder still holds
-      holder.send("release");
-      const [, releaseStartedAt] = (await holder.nextLine("released ")).split(" ").map(Number);
-      const release = await waiting;
-      handoffs.push(acquiredAt - releaseStartedAt!);
-      expect(readInfo(`${file}.lock`).pid).toBe(process.pid);
-      await release();
-    }
-    holder.send("exit");
-    expect(await holder.exited).toEqual({ code: 0, signal: null });
+    const handoffs = await handOffs(file, 20, acquireLock);
+    expect(debrisOf(root, "state.json")).toEqual([]); // every taker released
     metric("hand-off holder release -> waiter onAcquired, median of 20 (ms)", +median(handoffs).toFixed(3));
     metric("hand-off all runs (ms)", handoffs.map((v) => +v.toFixed(2)));
     expect(handoffs).toHaveLength(20);

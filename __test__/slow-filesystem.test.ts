@@ -18,14 +18,11 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  acquireLock,
-  clearFaultsForTesting,
-  FileLockError,
-  injectDelayForTesting,
-  type LockRelease,
-} from "../lib/index.ts";
-import { cleanup, median, metric, now, spawnHolder, tempRoot } from "./fixtures/children.ts";
+import { acquireLock, clearFaultsForTesting, FileLockError, injectDelayForTesting, type LockRelease } from "../lib/index.ts";
+import { cleanup, handOffs as handOffsWith, median, metric, now, spawnHolder, tempRoot } from "./fixtures/children.ts";
+
+/** `count` hand-offs of `file` from a child holder to this process; their latencies (ms). */
+const handOffs = (file: string, count: number) => handOffsWith(file, count, acquireLock, 30);
 
 const STALL_MS = 3_000;
 
@@ -33,35 +30,6 @@ afterEach(async () => {
   clearFaultsForTesting();
   await cleanup();
 });
-
-/** `count` hand-offs of `file` from a child holder to this process; their latencies (ms). */
-async function handOffs(file: string, count: number): Promise<number[]> {
-  const holder = await spawnHolder(file);
-  const latencies: number[] = [];
-  for (let run = 0; run < count; run += 1) {
-    if (run > 0) {
-      holder.send("acquire");
-      await holder.nextLine("held ");
-    }
-    let acquiredAt = 0;
-    const waiting = acquireLock(file, {
-      retries: 20,
-      retryDelayMs: 1_000,
-      onAcquired: () => {
-        acquiredAt = now();
-      },
-    });
-    await new Promise((resolve) => setTimeout(resolve, 30));
-    holder.send("release");
-    const [, releaseStartedAt] = (await holder.nextLine("released ")).split(" ").map(Number);
-    const release = await waiting;
-    latencies.push(acquiredAt - releaseStartedAt!);
-    await release();
-  }
-  holder.send("exit");
-  await holder.exited;
-  return latencies;
-}
 
 describe("a stuck syscall on one lock", () => {
   it("does not delay another lock's hand-off beyond 10x its normal p50, and abort answers within 200 ms", async () => {

@@ -15,6 +15,7 @@ import {
   now,
   runCounterWorkers,
   psStartTime,
+  recordKeys,
   spawnFixture,
   spawnHolder,
   tempRoot,
@@ -92,16 +93,7 @@ describe("under bun: the record bytes", () => {
     const bytes = await withFileLock(file, async () => fs.readFileSync(`${file}.lock/info`, "utf8"));
     const record = JSON.parse(bytes);
     expect(bytes).toBe(JSON.stringify(record));
-    expect(Object.keys(record)).toEqual([
-      "pid",
-      "start_time",
-      "start_time_format",
-      "process_incarnation",
-      "timestamp",
-      "owner_token",
-      "boot_id",
-      "pid_ns",
-    ]);
+    expect(Object.keys(record)).toEqual(recordKeys());
     expect(record.pid).toBe(process.pid);
     expect(record.start_time).toBe(psStartTime(process.pid));
     expect(record.start_time_format).toBe("utc-v1");
@@ -116,17 +108,7 @@ describe("under bun: the record bytes", () => {
     });
     const record = JSON.parse(bytes);
     expect(bytes).toBe(JSON.stringify(record));
-    expect(Object.keys(record)).toEqual([
-      "pid",
-      "start_time",
-      "start_time_format",
-      "process_incarnation",
-      "timestamp",
-      "owner_token",
-      "owner_host_id",
-      "boot_id",
-      "pid_ns",
-    ]);
+    expect(Object.keys(record)).toEqual(recordKeys(true));
     expect(record.owner_host_id).toBe("bun-host");
   });
 

@@ -220,6 +220,41 @@ struct Progress {
     last_holder: std::sync::Mutex<Option<Holder>>,
 }
 
+impl Progress {
+    fn count_attempt(&self) {
+        self.attempts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn saw(&self, holder: Option<Holder>) {
+        *self.last_holder.lock().unwrap_or_else(|p| p.into_inner()) = holder;
+    }
+
+    fn last_holder(&self) -> Option<Holder> {
+        self.last_holder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The error for a spent budget: the holder as last seen, or a
+    /// filesystem that never answered.
+    fn budget_spent(&self, lock_path: &Path) -> AcquireError {
+        let attempts = self.attempts.load(std::sync::atomic::Ordering::SeqCst);
+        match self.last_holder() {
+            Some(holder) => AcquireError::Timeout {
+                lock_path: lock_path.to_path_buf(),
+                attempts,
+                holder: Box::new(holder),
+            },
+            None => AcquireError::Stalled {
+                lock_path: lock_path.to_path_buf(),
+                attempts,
+            },
+        }
+    }
+}
+
 /// The state one acquisition carries across attempts. It moves to the
 /// head's thread and back.
 struct Attempts {
@@ -370,30 +405,8 @@ impl Guard {
         self.answer.settle(Err(AcquireError::Aborted));
     }
 
-    /// The error for a spent budget: the holder as last seen, or a
-    /// filesystem that never answered.
     fn budget_spent(&self) -> AcquireError {
-        let attempts = self
-            .progress
-            .attempts
-            .load(std::sync::atomic::Ordering::SeqCst);
-        let holder = self
-            .progress
-            .last_holder
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        match holder {
-            Some(holder) => AcquireError::Timeout {
-                lock_path: self.lock_path.clone(),
-                attempts,
-                holder: Box::new(holder),
-            },
-            None => AcquireError::Stalled {
-                lock_path: self.lock_path.clone(),
-                attempts,
-            },
-        }
+        self.progress.budget_spent(&self.lock_path)
     }
 
     fn internal_error(&self) -> AcquireError {
@@ -440,10 +453,7 @@ fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
             answer.settle(Err(AcquireError::Aborted));
             return Contended::Settled;
         }
-        attempts
-            .progress
-            .attempts
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        attempts.progress.count_attempt();
         if let Err(error) = attempts.run_hook() {
             attempts.staged = None;
             answer.settle(Err(error));
@@ -473,12 +483,8 @@ fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
                 (Some(*holder), exit)
             }
         };
-        if let Some(holder) = holder {
-            *attempts
-                .progress
-                .last_holder
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Some(holder);
+        if holder.is_some() {
+            attempts.progress.saw(holder);
         }
         let remaining = attempts.deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
@@ -556,22 +562,11 @@ impl Attempts {
     /// Settles a spent budget: the holder as last seen (looked at now if
     /// none was), with the staged record removed first.
     fn settle_spent_budget(&mut self, answer: &dyn Answer) {
-        let seen = self
-            .progress
-            .last_holder
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let holder = seen.unwrap_or_else(|| self.holder_now_by_path());
+        if self.progress.last_holder().is_none() {
+            self.progress.saw(Some(self.holder_now_by_path()));
+        }
         self.staged = None;
-        answer.settle(Err(AcquireError::Timeout {
-            lock_path: self.lock_path.clone(),
-            attempts: self
-                .progress
-                .attempts
-                .load(std::sync::atomic::Ordering::SeqCst),
-            holder: Box::new(holder),
-        }));
+        answer.settle(Err(self.progress.budget_spent(&self.lock_path)));
     }
 
     /// One whole attempt (see the module docs); on a blocking thread. What

@@ -19,11 +19,11 @@
 
 use std::sync::{Arc, OnceLock};
 
-use rustix::fs::{self, Mode, OFlags};
+use rustix::fs;
 use rustix::io::Errno;
 
 use crate::sys::lstart;
-use crate::sys::process::{self, retry_intr};
+use crate::sys::process;
 
 /// The value written as `start_time` when it cannot be had.
 pub const UNKNOWN_START_TIME: &str = "unknown";
@@ -113,17 +113,8 @@ pub fn ticks_of_incarnation(incarnation: &str) -> Option<u64> {
 
 /// `/proc/sys/kernel/random/boot_id`: 36 characters of UUID.
 fn read_boot_id() -> Option<String> {
-    let fd = retry_intr(|| {
-        fs::open(
-            "/proc/sys/kernel/random/boot_id",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-    })
-    .ok()?;
-    let mut buf = [0u8; 64];
-    let n = retry_intr(|| rustix::io::read(&fd, &mut buf[..])).ok()?;
-    let text = std::str::from_utf8(&buf[..n]).ok()?.trim();
+    let bytes = process::read_proc_file("/proc/sys/kernel/random/boot_id", 64)?;
+    let text = std::str::from_utf8(&bytes).ok()?.trim();
     uuid::Uuid::parse_str(text).ok()?;
     Some(text.to_string())
 }

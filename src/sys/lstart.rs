@@ -22,9 +22,7 @@
 
 use std::fmt::Write as _;
 
-use rustix::fs::{self, Mode, OFlags};
-
-use crate::sys::process::{retry_intr, stat_of};
+use crate::sys::process::{read_proc_file, stat_of};
 
 /// Two `lstart` renderings this close (in seconds) name the same start:
 /// the difference is `btime` truncation or a clock step between the two
@@ -70,27 +68,7 @@ pub fn boot_secs() -> Option<u64> {
 /// that is fractional and jitters between calls, so a process starting
 /// near a second boundary would print differently from `ps`.
 fn read_btime() -> Option<u64> {
-    let fd = retry_intr(|| {
-        fs::open(
-            "/proc/stat",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-    })
-    .ok()?;
-    let mut bytes = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        let n = retry_intr(|| rustix::io::read(&fd, &mut chunk[..])).ok()?;
-        if n == 0 {
-            break;
-        }
-        if bytes.len() + n > PROC_STAT_LIMIT {
-            return None;
-        }
-        bytes.extend_from_slice(&chunk[..n]);
-    }
-    parse_btime(&bytes)
+    parse_btime(&read_proc_file("/proc/stat", PROC_STAT_LIMIT)?)
 }
 
 fn parse_btime(bytes: &[u8]) -> Option<u64> {

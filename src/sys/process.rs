@@ -276,6 +276,24 @@ fn proc_is_ours() -> bool {
     *OURS.get_or_init(|| ours)
 }
 
+/// Reads a `/proc` file whole, at most `limit` bytes; `None` on an error or
+/// beyond the limit.
+pub fn read_proc_file(path: &str, limit: usize) -> Option<Vec<u8>> {
+    let fd = retry_intr(|| fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())).ok()?;
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = retry_intr(|| rustix::io::read(&fd, &mut chunk[..])).ok()?;
+        if n == 0 {
+            return Some(bytes);
+        }
+        if bytes.len() + n > limit {
+            return None;
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+    }
+}
+
 /// Repeats a syscall interrupted by a signal.
 pub fn retry_intr<T>(mut call: impl FnMut() -> rustix::io::Result<T>) -> rustix::io::Result<T> {
     loop {
