@@ -770,13 +770,7 @@ impl Attempts {
         }
         let observation = observe(parent, &self.lock_name)
             .map_err(|e| self.io(e.0, "cannot read the lock's owner record"))?;
-        let verdict = judge(
-            &observation,
-            &self.options.policy,
-            self.options.stale_ms,
-            now_ns(),
-            &Observer::local(),
-        );
+        let verdict = self.judge(&observation);
         match &observation {
             Observation::Missing => return Ok(Judged::Retry),
             Observation::Lock { snapshot, .. } if verdict.stale => {
@@ -874,14 +868,19 @@ impl Attempts {
     /// The holder as observed now, for a report.
     fn holder_now(&self, parent: BorrowedFd<'_>) -> Holder {
         let observation = observe(parent, &self.lock_name).unwrap_or(Observation::Missing);
-        let verdict = judge(
-            &observation,
+        let verdict = self.judge(&observation);
+        describe(&observation, verdict, &self.options.policy)
+    }
+
+    /// The verdict on `observation` under this acquisition's options, now.
+    fn judge(&self, observation: &Observation) -> crate::lock::verdict::Verdict {
+        judge(
+            observation,
             &self.options.policy,
             self.options.stale_ms,
             now_ns(),
             &Observer::local(),
-        );
-        describe(&observation, verdict, &self.options.policy)
+        )
     }
 
     /// How to learn that a live local holder exited.
