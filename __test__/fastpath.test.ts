@@ -22,6 +22,16 @@ function stagingOf(file: string): string[] {
   return fs.readdirSync(path.dirname(file)).filter((name) => name.startsWith(prefix));
 }
 
+/** Whether `file`'s waiter has staged its record in full (the dir, then the record written into it). */
+function stagedInFull(file: string): boolean {
+  const [staging] = stagingOf(file);
+  try {
+    return staging !== undefined && fs.statSync(path.join(path.dirname(file), staging, "info")).size > 0;
+  } catch {
+    return false;
+  }
+}
+
 describe("inlineFastPath", () => {
   it("the first acquisition in a directory runs off the thread; later ones publish a free lock before acquireLock returns its promise", async () => {
     const file = path.join(makeRoot(), "state.json");
@@ -103,7 +113,7 @@ describe("a waiter's staged record", () => {
     const file = path.join(makeRoot(), "state.json");
     const holder = await acquireLock(file);
     const waiting = acquireLock(file, patient);
-    await waitUntil(() => stagingOf(file).length === 1, 5000, "the waiter's staging dir");
+    await waitUntil(() => stagedInFull(file), 5000, "the waiter's staged record");
     const [staging] = stagingOf(file);
     expect(staging).toMatch(new RegExp(`\\.pending\\.${process.pid}\\.[0-9a-f-]{36}$`));
     const staged = JSON.parse(fs.readFileSync(path.join(path.dirname(file), staging, "info"), "utf8"));
@@ -145,7 +155,7 @@ describe("a waiter's staged record", () => {
     const file = path.join(makeRoot(), "state.json");
     const holder = await acquireLock(file);
     const waiting = acquireLock(file, patient);
-    await waitUntil(() => stagingOf(file).length === 1, 5000, "the waiter's staging dir");
+    await waitUntil(() => stagedInFull(file), 5000, "the waiter's staged record");
     fs.rmSync(path.join(path.dirname(file), stagingOf(file)[0]), { recursive: true });
     await holder();
     const release = await waiting;

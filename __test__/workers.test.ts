@@ -65,13 +65,15 @@ describe("a terminated Worker leaves no lock behind", () => {
     await next("waiting");
     // The native wait has really begun: the waiter's record is staged (named by this process's pid).
     const staged = () => fs.readdirSync(root).filter((n) => n.startsWith(`state.json.lock.pending.${process.pid}.`));
-    await waitUntil(() => staged().length === 1, 10_000, "the Worker's staging dir");
-    let workerToken: string | undefined;
-    try {
-      workerToken = JSON.parse(fs.readFileSync(path.join(root, staged()[0]!, "info"), "utf8")).owner_token;
-    } catch {
-      // an empty staging dir: nothing to compare with later
-    }
+    const stagedRecord = () => {
+      try {
+        return JSON.parse(fs.readFileSync(path.join(root, staged()[0]!, "info"), "utf8")) as { owner_token: string };
+      } catch {
+        return undefined; // no staging dir yet, or its record is not written in full yet
+      }
+    };
+    await waitUntil(() => staged().length === 1 && stagedRecord() !== undefined, 10_000, "the Worker's staged record");
+    const workerToken = stagedRecord()!.owner_token;
     await worker.terminate();
 
     holder.send("release");
@@ -84,7 +86,7 @@ describe("a terminated Worker leaves no lock behind", () => {
       "this process's acquisition",
     );
     expect(mine?.pid).toBe(process.pid);
-    if (workerToken !== undefined) expect(mine?.owner_token).not.toBe(workerToken); // ours, not the orphan's
+    expect(mine?.owner_token).not.toBe(workerToken); // ours, not the orphan's
     expect(readRecord(file)).toEqual(mine);
     await release();
     // Nothing is left (the terminated Worker's staging is cleaned up too, perhaps a moment later) ...
