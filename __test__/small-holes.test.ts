@@ -7,7 +7,9 @@
  * - one EMFILE while the inotify watcher started turned wake-ups off for
  *   the rest of the process;
  * - a takeover that could not delete the judged tree reported success and
- *   left the tree under a `.pending.` name.
+ *   left the tree under a `.pending.` name;
+ * - every write of a neighbour in the lock's directory woke the waiter
+ *   into a full attempt (inotify reports every name of a directory).
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
@@ -81,6 +83,35 @@ describe("waking", () => {
     expect(tookMs).toBeLessThan(1_000);
     expect(fs.readdirSync(path.join(root, "p"))).toEqual(["state.json.lock"]);
     await release();
+    holder.send("exit");
+    await holder.exited;
+  });
+
+  it("a waiter sleeps through its neighbours' writes in the lock's directory: they cost it no attempts", async () => {
+    const root = tempRoot("exactlock-busy-dir-");
+    const file = path.join(root, "state.json");
+    const holder = await spawnHolder(file);
+    // One timer wake at most within the 1.5 s budget: every other attempt
+    // would have been caused by an inotify event.
+    const waiting = acquireLock(file, { retries: 1, retryDelayMs: 1_500 }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    // The neighbour: a config writer next to the lock (write a temporary
+    // file, rename it over the real one, sometimes delete it), 200 times.
+    let writes = 0;
+    const neighbour = setInterval(() => {
+      fs.writeFileSync(path.join(root, "config.json.tmp"), `{"n":${writes}}`);
+      fs.renameSync(path.join(root, "config.json.tmp"), path.join(root, "config.json"));
+      if (writes % 2 === 0) fs.unlinkSync(path.join(root, "config.json"));
+      writes++;
+    }, 5);
+    const error = await waiting;
+    clearInterval(neighbour);
+    expect(writes).toBeGreaterThan(100);
+    expect(error).toBeInstanceOf(FileLockAcquireError);
+    // The first attempt, the timer's, and the last look at the deadline.
+    expect((error as FileLockAcquireError).attempts).toBeLessThanOrEqual(3);
     holder.send("exit");
     await holder.exited;
   });

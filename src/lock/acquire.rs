@@ -800,17 +800,12 @@ impl Attempts {
     }
 
     /// Waiters that were killed while this one waits leave their staged
-    /// records: the first contended attempt of each acquisition looks.
+    /// records: the first contended attempt of each acquisition looks at
+    /// those named by pids that are gone (cheap enough for every hand-off).
     fn reap_while_contended(&mut self, parent: BorrowedFd<'_>) {
         if !self.reaped_while_contended {
             self.reaped_while_contended = true;
-            let _ = debris::reap(
-                parent,
-                Some(&self.lock_name),
-                &self.options.policy,
-                true,
-                debris::MAX_CANDIDATES,
-            );
+            let _ = debris::reap_named_by_gone_pids(parent, &self.lock_name, &self.options.policy);
         }
     }
 

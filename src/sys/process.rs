@@ -79,6 +79,18 @@ pub fn probe(pid: u32) -> Probe {
     }
 }
 
+/// Whether some process (zombies included) has `pid` in our pid namespace,
+/// by one `kill(pid, 0)`: a cheap "maybe alive" that never proves death
+/// beyond ESRCH. `false` for pids that are no valid positive `pid_t`.
+pub fn exists(pid: u32) -> bool {
+    valid_pid(pid).is_some_and(|pid| {
+        matches!(
+            rustix::process::test_kill_process(pid),
+            Ok(()) | Err(Errno::PERM)
+        )
+    })
+}
+
 /// Turns a parsed stat line into a verdict.
 fn classify(stat: &Stat) -> Probe {
     match stat.state {

@@ -184,25 +184,28 @@ pub fn holder_exit(pid: u32) -> HolderExit {
 
 /// Sleeps on the calling thread until the watched name (or its directory)
 /// changes, the holder exits, `wake` is signalled, or `timeout` passes,
-/// whichever comes first. Spurious returns are harmless: the caller looks.
+/// whichever comes first. Events for other names in the directory (the
+/// user's own files written and renamed next to the lock, other waiters'
+/// staging) are read and slept through: they cost a wake-up of this
+/// thread, never an attempt. Spurious returns are harmless: the caller looks.
 pub fn sleep(
     watch: Option<&Watch>,
     holder: Option<BorrowedFd<'_>>,
     wake: &Wake,
     timeout: Duration,
 ) {
-    let mut fds = Vec::with_capacity(3);
-    if let Some(watch) = watch {
-        fds.push(PollFd::new(&watch.fd, PollFlags::IN));
-    }
-    if let Some(holder) = holder {
-        fds.push(PollFd::from_borrowed_fd(holder, PollFlags::IN));
-    }
-    if let Some(fd) = wake.fd() {
-        fds.push(PollFd::new(fd, PollFlags::IN));
-    }
     let deadline = std::time::Instant::now() + timeout;
     loop {
+        let mut fds = Vec::with_capacity(3);
+        if let Some(watch) = watch {
+            fds.push(PollFd::new(&watch.fd, PollFlags::IN));
+        }
+        if let Some(holder) = holder {
+            fds.push(PollFd::from_borrowed_fd(holder, PollFlags::IN));
+        }
+        if let Some(fd) = wake.fd() {
+            fds.push(PollFd::new(fd, PollFlags::IN));
+        }
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let left = Timespec {
             tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
@@ -210,7 +213,16 @@ pub fn sleep(
         };
         match rustix::event::poll(&mut fds, Some(&left)) {
             Err(Errno::INTR) => continue,
-            _ => break,
+            // Timed out, or poll failed: the caller looks.
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        // Anything but the watch (the holder exited, a signal) ends the
+        // sleep; the watch only when an event concerns the lock's name.
+        let watch_only = watch.is_some() && fds.iter().skip(1).all(|fd| fd.revents().is_empty());
+        drop(fds);
+        if !watch_only || watch.is_some_and(Watch::relevant_events) {
+            break;
         }
     }
     // Consume what woke us, so the next sleep waits for something new
@@ -300,6 +312,43 @@ mod tests {
         let started = Instant::now();
         sleep(Some(&watch), None, &wake, Duration::from_secs(5));
         assert!(started.elapsed() < Duration::from_secs(2));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_head_sleeps_through_events_for_other_names_in_its_directory() {
+        let root = tempdir("wait-others");
+        std::fs::create_dir(root.join("f.lock")).unwrap();
+        let dir = fsx::open_dir_nofollow(&root).unwrap();
+        let watch = Watch::new(dir.as_fd(), OsStr::new("f.lock")).unwrap();
+        let wake = Wake::new();
+        wake.arm();
+        let busy = root.clone();
+        // A neighbour writes files the way editors and config writers do
+        // (a temporary name renamed over the real one, a file deleted),
+        // then the lock's name goes away after 300 ms.
+        let neighbour = std::thread::spawn(move || {
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_millis(300) {
+                std::fs::write(busy.join("config.json.tmp"), b"{}").unwrap();
+                std::fs::rename(busy.join("config.json.tmp"), busy.join("config.json")).unwrap();
+                std::fs::remove_file(busy.join("config.json")).unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::fs::remove_dir(busy.join("f.lock")).unwrap();
+        });
+        let started = Instant::now();
+        sleep(Some(&watch), None, &wake, Duration::from_secs(5));
+        let slept = started.elapsed();
+        neighbour.join().unwrap();
+        assert!(
+            slept >= Duration::from_millis(290),
+            "woke after {slept:?} for another name"
+        );
+        assert!(
+            slept < Duration::from_secs(2),
+            "missed the lock's name going away"
+        );
         std::fs::remove_dir_all(root).unwrap();
     }
 
