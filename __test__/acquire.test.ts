@@ -69,7 +69,7 @@ import {
   writeLock,
   zombiePid,
 } from "./helpers.ts";
-import { recordKeys } from "./fixtures/children.ts";
+import { recordKeys, spawnHolder } from "./fixtures/children.ts";
 
 afterEach(cleanup);
 
@@ -776,6 +776,44 @@ describe("retries and the waiting budget", () => {
     await release();
     const second = await waiter;
     await second();
+  });
+});
+
+describe("retries: Infinity", () => {
+  it("waits past 10 s for a live holder in another process, then takes the lock when it is released", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const holder = await spawnHolder(file);
+    let settled = false;
+    const waiting = acquireLock(file, { retries: Number.POSITIVE_INFINITY, retryDelayMs: 200 }).finally(() => {
+      settled = true;
+    });
+    await sleep(10_500);
+    expect(settled).toBe(false);
+    holder.send("release");
+    await holder.nextLine("released");
+    const release = await waiting;
+    expect(JSON.parse(readInfo(file)).pid).toBe(process.pid);
+    await release();
+    holder.send("exit");
+    await holder.exited;
+  }, 30_000);
+
+  it("still aborts on its signal, also with retryDelayMs 0", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const holder = await spawnHolder(file);
+    for (const retryDelayMs of [100, 0]) {
+      const controller = new AbortController();
+      const waiting = acquireLock(file, { retries: Number.POSITIVE_INFINITY, retryDelayMs, signal: controller.signal });
+      await sleep(300);
+      const reason = new Error(`enough (${retryDelayMs})`);
+      const abortedAt = Date.now();
+      controller.abort(reason);
+      expect(await rejectionOf(waiting)).toBe(reason);
+      expect(Date.now() - abortedAt).toBeLessThan(1_000);
+    }
+    expect(fs.readdirSync(path.dirname(file))).toEqual(["state.json.lock"]);
+    holder.send("exit");
+    await holder.exited;
   });
 });
 

@@ -153,12 +153,59 @@ function optionsObjectRows(call: (options: unknown, dir: string) => unknown): Ro
   ];
 }
 
+/** `retries`: a number from 0 to 2^53 − 1, or Infinity (waits until won or aborted). */
+function retriesRows(call: (options: unknown, dir: string) => unknown): Row[] {
+  const range = "^retries must be a number from 0 to Number.MAX_SAFE_INTEGER, or Infinity; received";
+  return [
+    row('retries "5"', TYPE, /^retries must be a number; received type string \("5"\)$/, (d) => call({ retries: "5" }, d)),
+    row("retries null", TYPE, /^retries must be a number; received null$/, (d) => call({ retries: null }, d)),
+    row("retries -1", VALUE, new RegExp(`${range} -1$`), (d) => call({ retries: -1 }, d)),
+    row("retries -Infinity", VALUE, new RegExp(`${range} -Infinity$`), (d) => call({ retries: -Infinity }, d)),
+    row("retries NaN", VALUE, new RegExp(`${range} NaN$`), (d) => call({ retries: Number.NaN }, d)),
+    row("retries 2^53", VALUE, new RegExp(`${range} 9007199254740992$`), (d) => call({ retries: 2 ** 53 }, d)),
+    row(
+      "retries a proper-lockfile object",
+      TYPE,
+      /^retries must be a number \(the budget is retries × retryDelayMs; a proper-lockfile retries object maps to retries and retryDelayMs\); received an object$/,
+      (d) => call({ retries: { retries: 5, minTimeout: 100 } }, d),
+    ),
+  ];
+}
+
+/** Options exactlock does not have: named, with a hint for other libraries' names. */
+function unknownOptionRows(call: (options: unknown, dir: string) => unknown): Row[] {
+  return [
+    row("option stale", VALUE, /^options\.stale is not an option of exactlock: did you mean staleMs\?/, (d) =>
+      call({ stale: 10_000 }, d),
+    ),
+    row("option update", VALUE, /^options\.update is not an option of exactlock: exactlock keeps no heartbeat/, (d) =>
+      call({ update: 5_000 }, d),
+    ),
+    row("option realpath", VALUE, /^options\.realpath is not an option of exactlock: paths need no resolving/, (d) =>
+      call({ realpath: false }, d),
+    ),
+    row("option lockfilePath", VALUE, /^options\.lockfilePath is not an option of exactlock: the lock is always/, (d) =>
+      call({ lockfilePath: `${d}/x.lock` }, d),
+    ),
+    row("option onCompromised", VALUE, /^options\.onCompromised is not an option of exactlock: .*release\(\)/, (d) =>
+      call({ onCompromised: () => {} }, d),
+    ),
+    row("option timeout", VALUE, /^options\.timeout is not an option of exactlock: the waiting budget is retries × retryDelayMs/, (d) =>
+      call({ timeout: 1000 }, d),
+    ),
+    row("option retryDelay (a typo)", VALUE, /^options\.retryDelay is not an option of exactlock: the options are staleMs, retries, retryDelayMs,/, (d) =>
+      call({ retryDelay: 10 }, d),
+    ),
+  ];
+}
+
 /** Every option of acquireLock / withFileLock. */
 function lockOptionRows(call: (options: unknown, dir: string) => unknown): Row[] {
   return [
     ...optionsObjectRows(call),
+    ...unknownOptionRows(call),
     ...numberRows("staleMs", (v, d) => call({ staleMs: v }, d)),
-    ...numberRows("retries", (v, d) => call({ retries: v }, d)),
+    ...retriesRows(call),
     ...numberRows("retryDelayMs", (v, d) => call({ retryDelayMs: v }, d)),
     row("retryDelayMs 1e300", VALUE, /^retryDelayMs must be a finite number .* received 1e\+300$/, (d) =>
       call({ retryDelayMs: 1e300 }, d),
@@ -323,6 +370,7 @@ const TABLE: Record<string, Entry> = {
     rows: [
       ...absolutePathRows("filePath", (v) => exactlock.inspectLock(v as string)),
       ...optionsObjectRows((o, d) => exactlock.inspectLock(fileIn(d), o as never)),
+      ...unknownOptionRows((o, d) => exactlock.inspectLock(fileIn(d), o as never)),
       ...numberRows("staleMs", (v, d) => exactlock.inspectLock(fileIn(d), { staleMs: v as number })),
       ...ownerHostIdRows((ids, d) => exactlock.inspectLock(fileIn(d), ids as never)),
       ...previousHostIdRows((ids, d) => exactlock.inspectLock(fileIn(d), ids as never)),

@@ -4,7 +4,7 @@
  */
 import * as native from "../native/index.js";
 import { describeHolder, errorFromFailure } from "./errors.js";
-import { DEFAULT_STALE_MS } from "./options.js";
+import { DEFAULT_STALE_MS, FILE_LOCK_OPTION_KEYS } from "./options.js";
 import {
   validateDirIdentity,
   validateFilePath,
@@ -160,7 +160,9 @@ export interface InspectOptions {
 /** Who holds the lock for `filePath`, whether they are alive, and whether a waiter would reclaim it. Read-only. */
 export async function inspectLock(filePath: string, options?: InspectOptions): Promise<LockInspection> {
   const path = validateFilePath(filePath);
-  const given = validateOptionsObject(options);
+  // An acquisition's options object may be shared with inspectLock: its
+  // keys are known here too (and ignored); any other is an error.
+  const given = validateOptionsObject(options, "options", FILE_LOCK_OPTION_KEYS);
   const staleMs = validateNonNegative(given.staleMs, "staleMs", DEFAULT_STALE_MS);
   const hosts = validateHostIds(given.ownerHostId, given.previousOwnerHostIds);
   const result = await native.inspectLockNative(path, staleMs, hosts.ownerHostId, hosts.previousOwnerHostIds);

@@ -9,12 +9,16 @@ import {
   validateOptionalFunction,
   validateOptionalSignal,
   validateOptionsObject,
+  validateRetries,
 } from "./validate.js";
 
 export interface FileLockOptions {
   /** Only ownerless legacy lock directories age out, after this long. Default 10 000. */
   staleMs?: number;
-  /** With `retryDelayMs`, the waiting budget: `retries × retryDelayMs` ms. Default 50. */
+  /**
+   * With `retryDelayMs`, the waiting budget: `retries × retryDelayMs` ms.
+   * Default 50. `Infinity` waits until the lock is won (or `signal` aborts).
+   */
   retries?: number;
   /** The longest a waiter sleeps between looks when no event wakes it. Default 100. */
   retryDelayMs?: number;
@@ -37,6 +41,18 @@ export interface FileLockOptions {
   inlineFastPath?: boolean;
 }
 
+/** Every key of {@link FileLockOptions}: any other is an error, not ignored. */
+export const FILE_LOCK_OPTION_KEYS = [
+  "staleMs",
+  "retries",
+  "retryDelayMs",
+  "signal",
+  "onAcquired",
+  "ownerHostId",
+  "previousOwnerHostIds",
+  "inlineFastPath",
+] as const satisfies readonly (keyof FileLockOptions)[];
+
 export const DEFAULT_STALE_MS = 10_000;
 export const DEFAULT_RETRIES = 50;
 export const DEFAULT_RETRY_DELAY_MS = 100;
@@ -55,10 +71,10 @@ export interface ResolvedOptions {
 
 /** Validates `options` and applies the defaults. */
 export function resolveOptions(options: FileLockOptions | undefined): ResolvedOptions {
-  const given = validateOptionsObject(options);
+  const given = validateOptionsObject(options, "options", FILE_LOCK_OPTION_KEYS);
   const resolved: ResolvedOptions = {
     staleMs: validateNonNegative(given.staleMs, "staleMs", DEFAULT_STALE_MS),
-    retries: validateNonNegative(given.retries, "retries", DEFAULT_RETRIES),
+    retries: validateRetries(given.retries, DEFAULT_RETRIES),
     retryDelayMs: validateNonNegative(given.retryDelayMs, "retryDelayMs", DEFAULT_RETRY_DELAY_MS),
     ...validateHostIds(given.ownerHostId, given.previousOwnerHostIds),
     inlineFastPath: validateOptionalBoolean(given.inlineFastPath, "inlineFastPath") ?? true,

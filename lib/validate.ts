@@ -133,9 +133,60 @@ function validateObject(value: unknown, name: string): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
-/** An options bag: an object, or `{}` when undefined. */
-export function validateOptionsObject(value: unknown, name = "options"): Record<string, unknown> {
-  return value === undefined ? {} : validateObject(value, name);
+/**
+ * What other lock libraries call an option exactlock has under another name,
+ * or not at all: the hint an unknown option's error gives.
+ */
+const OPTION_HINTS: Readonly<Record<string, string>> = {
+  stale:
+    "did you mean staleMs? (exactlock reclaims a dead owner's lock at once; staleMs only ages ownerless legacy lock directories)",
+  update: "exactlock keeps no heartbeat: a live holder is never displaced, whatever the time",
+  realpath: "paths need no resolving: a lock is keyed by its parent directory's identity, so aliases name the same lock",
+  lockfilePath: "the lock is always the directory `${filePath}.lock`",
+  onCompromised: "a lock removed or replaced under its holder is reported by release(), which rejects with EMISSING or EFENCED",
+  timeout: "the waiting budget is retries × retryDelayMs; or pass signal: AbortSignal.timeout(ms)",
+  wait: "the waiting budget is retries × retryDelayMs; or pass signal: AbortSignal.timeout(ms)",
+};
+
+/**
+ * An options bag: an object, or `{}` when undefined. With `known`, an own
+ * key outside it (a typo, another library's option) is an
+ * `ERR_INVALID_ARG_VALUE` naming it, not silently ignored.
+ */
+export function validateOptionsObject(
+  value: unknown,
+  name = "options",
+  known?: readonly string[],
+): Record<string, unknown> {
+  if (value === undefined) return {};
+  const options = validateObject(value, name);
+  if (known) {
+    for (const key of Object.keys(options)) {
+      if (known.includes(key)) continue;
+      const hint = OPTION_HINTS[key] ?? `the options are ${known.join(", ")}`;
+      throw argumentError(`${name}.${key} is not an option of exactlock: ${hint}`);
+    }
+  }
+  return options;
+}
+
+/**
+ * The retry count: like {@link validateNonNegative}, and also `Infinity`
+ * (wait until the lock is won or the signal aborts).
+ */
+export function validateRetries(value: unknown, fallback: number): number {
+  if (value === Number.POSITIVE_INFINITY) return value;
+  if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+    throw wrongType(
+      "retries",
+      "a number (the budget is retries × retryDelayMs; a proper-lockfile retries object maps to retries and retryDelayMs)",
+      value,
+    );
+  }
+  if (typeof value === "number" && (Number.isNaN(value) || value < 0 || value > MAX_NUMBER)) {
+    throw badValue("retries", "must be a number from 0 to Number.MAX_SAFE_INTEGER, or Infinity", describeValue(value));
+  }
+  return validateNonNegative(value, "retries", fallback);
 }
 
 /** A host identity: a non-empty string of at most 256 UTF-8 bytes. */

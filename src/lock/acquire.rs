@@ -491,7 +491,7 @@ fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
             attempts.settle_spent_budget(answer);
             return Contended::Settled;
         }
-        let delay = attempts.options.retry_delay.min(remaining);
+        let delay = fallback_sleep(attempts.options.retry_delay).min(remaining);
         wait::sleep(
             attempts.watch.as_ref(),
             exit.as_ref().map(|fd| fd.as_fd()),
@@ -500,6 +500,38 @@ fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
         );
     }
 }
+
+/// The waiting budget in seconds: `retries × retryDelay`, at most
+/// [`UNBOUNDED_BUDGET_SECS`]; infinite `retries` is that bound whatever the
+/// delay (even 0: `∞ × 0` is no number), and anything not a number is 0.
+fn budget_secs(retries: f64, retry_delay_secs: f64) -> f64 {
+    if retries == f64::INFINITY {
+        return UNBOUNDED_BUDGET_SECS;
+    }
+    let budget = retries * retry_delay_secs;
+    if budget.is_nan() {
+        0.0
+    } else {
+        budget.clamp(0.0, UNBOUNDED_BUDGET_SECS)
+    }
+}
+
+/// How long a head sleeps when no event wakes it: `retryDelayMs`, or
+/// [`ZERO_DELAY_FALLBACK`] for a delay of 0 (which leaves time to wait only
+/// with `retries: Infinity`): a waiter never spins.
+fn fallback_sleep(retry_delay: Duration) -> Duration {
+    if retry_delay.is_zero() {
+        ZERO_DELAY_FALLBACK
+    } else {
+        retry_delay
+    }
+}
+
+/// The fallback sleep of a waiter whose `retryDelayMs` is 0 (the default delay).
+const ZERO_DELAY_FALLBACK: Duration = Duration::from_millis(100);
+
+/// A budget no waiter outlives (about 31 years): `retries: Infinity`.
+const UNBOUNDED_BUDGET_SECS: f64 = 1e9;
 
 impl Attempts {
     /// The inline attempt (see [`acquire_first_attempt`]).
@@ -525,9 +557,10 @@ impl Attempts {
         let (parent_path, lock_name) = fsx::split_final(&lock_path)
             .map_err(|errno| io_error(&lock_path, errno, "the lock path has no final name"))?;
         let this = incarnation::this_process().map_err(|_| proc_missing(&lock_path))?;
-        let budget = Duration::from_secs_f64(
-            (options.retries * options.retry_delay.as_secs_f64()).clamp(0.0, 1e9),
-        );
+        let budget = Duration::from_secs_f64(budget_secs(
+            options.retries,
+            options.retry_delay.as_secs_f64(),
+        ));
         Ok(Attempts {
             options,
             this,
@@ -931,5 +964,35 @@ fn rename_error_code(code: &str) -> &'static str {
         "not_found" => "ENOENT",
         "reparse_point" => "ELOOP",
         _ => "EPUBLISH",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_is_retries_times_the_delay_and_infinite_retries_wait_for_good() {
+        assert_eq!(budget_secs(50.0, 0.1), 5.0);
+        assert_eq!(budget_secs(0.0, 0.1), 0.0);
+        assert_eq!(budget_secs(f64::INFINITY, 0.1), UNBOUNDED_BUDGET_SECS);
+        // ∞ × 0 is NaN: still unbounded, never a panic in Duration.
+        assert_eq!(budget_secs(f64::INFINITY, 0.0), UNBOUNDED_BUDGET_SECS);
+        assert_eq!(budget_secs(f64::NAN, 0.1), 0.0);
+        assert_eq!(budget_secs(1e300, 1e300), UNBOUNDED_BUDGET_SECS);
+        assert!(
+            Instant::now()
+                .checked_add(Duration::from_secs_f64(UNBOUNDED_BUDGET_SECS))
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_waiter_with_no_delay_sleeps_on_events_with_the_default_fallback_never_spins() {
+        assert_eq!(fallback_sleep(Duration::ZERO), ZERO_DELAY_FALLBACK);
+        assert_eq!(
+            fallback_sleep(Duration::from_millis(5)),
+            Duration::from_millis(5)
+        );
     }
 }
