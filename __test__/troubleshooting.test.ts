@@ -51,6 +51,14 @@ describe("troubleshooting by error code", () => {
     expect(existsSync(`${file}.lock`)).toBe(false);
   });
 
+  it("EDEADLK: a nested acquisition of a lock the call chain holds, naming the lock path", async () => {
+    const file = path.join(dir, "state.json");
+    const error = await withFileLock(file, () => withFileLock(file, async () => 0).catch((e: unknown) => e));
+    expect(error).toBeInstanceOf(FileLockError);
+    expect(error).toMatchObject({ code: "EDEADLK", lockPath: `${file}.lock` });
+    expect((error as Error).message).toContain("acquire it outside the function");
+  });
+
   it("ERELEASED: releasing twice", async () => {
     const release = await acquireLock(path.join(dir, "state.json"));
     await release();

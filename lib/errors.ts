@@ -16,11 +16,11 @@ export class FileLockError extends Error {
   }
 }
 
-/** The waiting budget ran out while someone else held the lock. */
-export class FileLockAcquireError extends Error {
-  readonly code = "ELOCKED" as const;
+/** The waiting budget ran out while someone else held the lock. A {@link FileLockError} with code `ELOCKED`. */
+export class FileLockAcquireError extends FileLockError {
+  declare readonly code: "ELOCKED";
   readonly filePath: string;
-  readonly lockPath: string;
+  declare readonly lockPath: string;
   readonly attempts: number;
   /** Who held the lock at the last look, in words. */
   readonly holder: string;
@@ -29,12 +29,13 @@ export class FileLockAcquireError extends Error {
   constructor(filePath: string, lockPath: string, attempts: number, holderInfo?: HolderInfo, hostAware = false) {
     const holder = describeHolder(holderInfo, hostAware);
     super(
+      "ELOCKED",
       `Failed to acquire lock for ${filePath} after ${attempts} attempts: ${holder} (${lockPath}); ` +
         "a live owner is never displaced \u2014 wait for it to finish, or stop it, before retrying",
+      lockPath,
     );
     this.name = "FileLockAcquireError";
     this.filePath = filePath;
-    this.lockPath = lockPath;
     this.attempts = attempts;
     this.holder = holder;
     if (holderInfo !== undefined) this.holderInfo = holderInfo;

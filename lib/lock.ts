@@ -2,6 +2,7 @@
  * acquireLock / withFileLock: validate, wire the AbortSignal, call the
  * native core, shape its answer. Read top to bottom, one step per function.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import * as native from "../native/index.js";
 import { argumentError, FileLockAcquireError, FileLockError, errorFromFailure } from "./errors.js";
 import { type FileLockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
@@ -78,6 +79,20 @@ function hookFor(thrown: { error?: unknown }): ((lockPath: string) => Promise<vo
   };
 }
 
+/**
+ * Every key `await using` may look a disposer up by: this realm's
+ * `Symbol.asyncDispose`, Node's own registered key, and the key
+ * TypeScript's and esbuild's downlevel helpers fall back to in a realm that
+ * lacks the symbol (vitest's vmThreads/vmForks pools on Node 20).
+ */
+const ASYNC_DISPOSE_KEYS: readonly symbol[] = [
+  ...new Set(
+    [Symbol.asyncDispose, Symbol.for("nodejs.asyncDispose"), Symbol.for("Symbol.asyncDispose")].filter(
+      (key): key is symbol => typeof key === "symbol",
+    ),
+  ),
+];
+
 function makeRelease(generation: string, lockPath: string, inline: boolean): LockRelease {
   let inflight: Promise<void> | undefined;
   const release = (() => {
@@ -86,7 +101,7 @@ function makeRelease(generation: string, lockPath: string, inline: boolean): Loc
     });
     return inflight;
   }) as LockRelease;
-  release[Symbol.asyncDispose] = release;
+  for (const key of ASYNC_DISPOSE_KEYS) (release as unknown as Record<symbol, unknown>)[key] = release;
   return release;
 }
 
@@ -121,10 +136,26 @@ function acquireError(
 }
 
 /**
+ * The locks held by the running call chain: the generations of the
+ * `withFileLock` functions it runs inside. The core refuses (EDEADLK) an
+ * acquisition of one of them that is still held, instead of letting it wait
+ * for itself; unrelated calls of the process carry other stores and queue.
+ */
+const heldByChain = new AsyncLocalStorage<readonly string[]>();
+
+/**
  * Acquires the lock for `filePath` (the directory `filePath.lock`) and
  * resolves to the function that releases it.
  */
 export async function acquireLock(filePath: string, options?: FileLockOptions): Promise<LockRelease> {
+  return (await acquire(filePath, options)).release;
+}
+
+/** {@link acquireLock}, also naming the generation won. */
+async function acquire(
+  filePath: string,
+  options: FileLockOptions | undefined,
+): Promise<{ release: LockRelease; generation: string }> {
   const path = validateFilePath(filePath);
   const resolved = resolveOptions(options);
   const { signal } = resolved;
@@ -136,15 +167,17 @@ export async function acquireLock(filePath: string, options?: FileLockOptions): 
     staleMs: resolved.staleMs,
     ownerHostId: resolved.ownerHostId,
     previousOwnerHostIds: resolved.previousOwnerHostIds,
+    heldByCaller: heldByChain.getStore()?.slice(),
   };
   const thrown: { error?: unknown } = {};
   const result = firstAttempt(request, resolved) ?? (await waitForLock(request, signal, thrown));
   if (!result.lock) {
     throw acquireError(path, resolved, result.failure!, signal, thrown.error);
   }
-  const release = makeRelease(result.lock.generation, result.lock.lockPath, resolved.inlineFastPath);
+  const { generation, lockPath } = result.lock;
+  const release = makeRelease(generation, lockPath, resolved.inlineFastPath);
   if (resolved.onAcquired) await runOnAcquired(resolved.onAcquired, release);
-  return release;
+  return { release, generation };
 }
 
 /**
@@ -190,14 +223,21 @@ async function runOnAcquired(onAcquired: () => void, release: LockRelease): Prom
 
 /**
  * Runs `fn` while holding the lock for `filePath`, and releases it whether
- * `fn` resolves or throws.
+ * `fn` resolves or throws. Inside `fn` (and whatever it awaits), acquiring
+ * the same lock again rejects at once with `EDEADLK`: it would wait for
+ * itself.
  */
-export async function withFileLock<T>(filePath: string, fn: () => Promise<T>, options?: FileLockOptions): Promise<T> {
+export async function withFileLock<T>(
+  filePath: string,
+  fn: () => T | PromiseLike<T>,
+  options?: FileLockOptions,
+): Promise<Awaited<T>> {
   validateFunction(fn, "fn");
-  const release = await acquireLock(filePath, options);
-  let result: T;
+  const { release, generation } = await acquire(filePath, options);
+  const chain = [...(heldByChain.getStore() ?? []), generation];
+  let result: Awaited<T>;
   try {
-    result = await fn();
+    result = await heldByChain.run(chain, fn);
   } catch (operationError) {
     try {
       await release();

@@ -109,6 +109,8 @@ pub struct AcquireRequest {
     pub previous_owner_host_ids: Option<Vec<String>>,
     /// From `createCancelToken`, when the caller passed an AbortSignal.
     pub cancel_token: Option<u32>,
+    /// Generations (`HeldLock.generation`) the caller's call chain holds.
+    pub held_by_caller: Option<Vec<String>>,
 }
 
 #[napi(object)]
@@ -216,6 +218,12 @@ fn options_of(
         cancel,
         after_parent_mkdir,
         sequence,
+        held_by_caller: request
+            .held_by_caller
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|id| id.parse().ok())
+            .collect(),
     })
 }
 

@@ -70,6 +70,9 @@ pub struct AcquireOptions {
     pub after_parent_mkdir: Option<Hook>,
     /// The caller's place in line, from [`table::next_id`] at call time.
     pub sequence: u64,
+    /// Generations the caller's own call chain holds (its async context):
+    /// waiting for one of them would wait for itself.
+    pub held_by_caller: Vec<u64>,
 }
 
 /// Why an acquisition ended without the lock.
@@ -538,6 +541,7 @@ impl Attempts {
     fn inline_attempt(&mut self) -> Result<Option<Claim>, AcquireError> {
         let parent = self.make_parent()?;
         let key = self.key_of(parent.as_fd())?;
+        self.refuse_if_held_by_caller(&key)?;
         if !table::nobody_waits_for(&key) {
             return Ok(None);
         }
@@ -619,6 +623,7 @@ impl Attempts {
     /// The attempt in the open `parent`.
     fn attempt_at(&mut self, parent: OwnedFd) -> Result<Step, AcquireError> {
         let key = self.key_of(parent.as_fd())?;
+        self.refuse_if_held_by_caller(&key)?;
         debris::reap_once(parent.as_fd(), &key.parent, &self.options.policy);
         self.join_queue(&key);
         if !table::is_head(&self.place.as_ref().expect("joined").0) {
@@ -704,6 +709,32 @@ impl Attempts {
     fn key_of(&self, parent: BorrowedFd<'_>) -> Result<LockKey, AcquireError> {
         LockKey::of(parent, &self.lock_name)
             .map_err(|errno| self.io(errno, "cannot read the lock's parent directory"))
+    }
+
+    /// A lock the caller's own call chain holds would never be released
+    /// while the caller waits for it: that is an error at once, not a
+    /// wait for the whole budget. (The key compares directories, so an
+    /// alias of the path is recognised too.)
+    fn refuse_if_held_by_caller(&self, key: &LockKey) -> Result<(), AcquireError> {
+        let held = self
+            .options
+            .held_by_caller
+            .iter()
+            .filter_map(|id| table::held(*id))
+            .any(|generation| generation.key == *key);
+        if !held {
+            return Ok(());
+        }
+        Err(AcquireError::Io {
+            lock_path: self.lock_path.clone(),
+            code: "EDEADLK",
+            message: format!(
+                "Failed to acquire file lock at {}: this call chain already holds it (a nested \
+                 acquisition inside withFileLock's function), and waiting for it would wait for \
+                 itself; use the lock you hold, or acquire it outside the function.",
+                self.lock_path.display()
+            ),
+        })
     }
 
     /// The record this attempt would publish, stamped now.

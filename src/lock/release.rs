@@ -369,6 +369,7 @@ mod tests {
             cancel: Default::default(),
             after_parent_mkdir: None,
             sequence: table::next_id(),
+            held_by_caller: Vec::new(),
         });
         acquire_first_attempt(options)
             .unwrap()

@@ -1,0 +1,91 @@
+/**
+ * A nested acquisition of a lock its own call chain holds: an error at
+ * once (EDEADLK), never a wait for itself. Calls from unrelated async
+ * contexts of the same process still queue, in order.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { acquireLock, FileLockAcquireError, FileLockError, withFileLock } from "../lib/index.ts";
+import { cleanup, makeRoot, rejectionOf, sleep } from "./helpers.ts";
+
+afterEach(cleanup);
+
+/** The error of a nested acquisition, and how long it took to come. */
+async function timed(promise: Promise<unknown>): Promise<{ error: any; ms: number }> {
+  const started = performance.now();
+  const error = await rejectionOf(promise);
+  return { error, ms: performance.now() - started };
+}
+
+describe("a nested acquisition of a lock the call chain holds", () => {
+  it("rejects at once with EDEADLK naming the lock, and the outer function goes on and releases", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const outcome = await withFileLock(file, async () => {
+      const nested = await timed(withFileLock(file, async () => "never", { retries: 100, retryDelayMs: 100 }));
+      // ... also deeper in the chain, and through acquireLock.
+      const deeper = await (async () => {
+        await sleep(1);
+        return timed(acquireLock(file));
+      })();
+      return { nested, deeper };
+    });
+    for (const { error, ms } of [outcome.nested, outcome.deeper]) {
+      expect(ms).toBeLessThan(50);
+      expect(error).toBeInstanceOf(FileLockError);
+      expect(error).not.toBeInstanceOf(FileLockAcquireError);
+      expect(error.code).toBe("EDEADLK");
+      expect(error.lockPath).toBe(`${file}.lock`);
+      expect(error.message).toContain(`${file}.lock`);
+      expect(error.message).toContain("this call chain already holds it");
+    }
+    expect(fs.readdirSync(path.dirname(file))).toEqual([]);
+  });
+
+  it("recognises the lock through an alias of its directory (a symlink)", async () => {
+    const root = makeRoot();
+    fs.mkdirSync(path.join(root, "real"));
+    fs.symlinkSync(path.join(root, "real"), path.join(root, "alias"));
+    const error = await withFileLock(path.join(root, "real", "state.json"), () =>
+      rejectionOf(withFileLock(path.join(root, "alias", "state.json"), async () => "never")),
+    );
+    expect(error.code).toBe("EDEADLK");
+  });
+
+  it("lets the chain take other locks, and the same lock once the outer one is released", async () => {
+    const root = makeRoot();
+    const a = path.join(root, "a.json");
+    const b = path.join(root, "b.json");
+    let later: Promise<string> | undefined;
+    const inner = await withFileLock(a, async () => {
+      // Started inside the function, run after it returned: the lock is free by then.
+      later = new Promise((resolve, reject) => {
+        setTimeout(() => withFileLock(a, async () => "later").then(resolve, reject), 50);
+      });
+      return withFileLock(b, async () => withFileLock(path.join(root, "c.json"), async () => "inner"));
+    });
+    expect(inner).toBe("inner");
+    expect(await later).toBe("later");
+  });
+
+  it("does not touch unrelated callers of the process: they queue behind the holder, in order", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const order: string[] = [];
+    let releaseOuter!: () => void;
+    const outer = withFileLock(file, async () => {
+      order.push("outer");
+      await new Promise<void>((resolve) => {
+        releaseOuter = resolve;
+      });
+    });
+    await sleep(20);
+    // Two siblings from the top level: other async contexts than the outer function's.
+    const first = withFileLock(file, async () => void order.push("first"), { retries: 100, retryDelayMs: 100 });
+    const second = withFileLock(file, async () => void order.push("second"), { retries: 100, retryDelayMs: 100 });
+    await sleep(200);
+    expect(order).toEqual(["outer"]);
+    releaseOuter();
+    await Promise.all([outer, first, second]);
+    expect(order).toEqual(["outer", "first", "second"]);
+  });
+});
