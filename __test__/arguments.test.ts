@@ -376,6 +376,17 @@ const TABLE: Record<string, Entry> = {
       ...previousHostIdRows((ids, d) => exactlock.inspectLock(fileIn(d), ids as never)),
     ],
   },
+  isLocked: {
+    mode: "async",
+    rows: [
+      ...absolutePathRows("filePath", (v) => exactlock.isLocked(v as string)),
+      ...optionsObjectRows((o, d) => exactlock.isLocked(fileIn(d), o as never)),
+      ...unknownOptionRows((o, d) => exactlock.isLocked(fileIn(d), o as never)),
+      ...numberRows("staleMs", (v, d) => exactlock.isLocked(fileIn(d), { staleMs: v as number })),
+      ...ownerHostIdRows((ids, d) => exactlock.isLocked(fileIn(d), ids as never)),
+      ...previousHostIdRows((ids, d) => exactlock.isLocked(fileIn(d), ids as never)),
+    ],
+  },
   readFileLockInfoForGc: {
     mode: "async",
     rows: absolutePathRows("lockDir", (v) => exactlock.readFileLockInfoForGc(v as string)),

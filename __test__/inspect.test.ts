@@ -7,7 +7,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { inspectLock, processStartTime } from "../lib/index.ts";
+import { acquireLock, inspectLock, isLocked, processStartTime } from "../lib/index.ts";
 import { deadOwnerLock, HOLDER, makeTempDir, Proc, removeDir, startHolder } from "./cli-helpers.ts";
 
 let dir: string;
@@ -211,5 +211,44 @@ describe("inspectLock", () => {
       name: "TypeError",
       code: "ERR_INVALID_ARG_VALUE",
     });
+  });
+});
+
+describe("isLocked", () => {
+  it("false when free, true while another process holds it, false again once it released", async () => {
+    const file = path.join(dir, "state.json");
+    expect(await isLocked(file)).toBe(false);
+    const holder = await startHolder(file);
+    running.push(holder);
+    expect(await isLocked(file)).toBe(true);
+    holder.kill("SIGKILL");
+    await holder.exited;
+    // A dead owner's lock is provably stale: a waiter would take it at once.
+    expect(await isLocked(file)).toBe(false);
+    expect(existsSync(`${file}.lock`)).toBe(true); // read-only: nothing was reclaimed
+  });
+
+  it("true for this process's own lock, and for what a waiter would not reclaim", async () => {
+    const file = path.join(dir, "state.json");
+    const release = await acquireLock(file);
+    expect(await isLocked(file)).toBe(true);
+    await release();
+    expect(await isLocked(file)).toBe(false);
+    // A fresh ownerless directory, and something that is not a lock at all.
+    mkdirSync(`${file}.lock`);
+    expect(await isLocked(file, { staleMs: 60_000 })).toBe(true);
+    const old = new Date(Date.now() - 120_000);
+    utimesSync(`${file}.lock`, old, old);
+    expect(await isLocked(file, { staleMs: 60_000 })).toBe(false);
+    const other = path.join(dir, "other.json");
+    symlinkSync(dir, `${other}.lock`);
+    expect(await isLocked(other)).toBe(true);
+  });
+
+  it("a dead owner's record without a host id, seen by a host-aware reader, counts as locked (never reclaimed)", async () => {
+    const file = path.join(dir, "state.json");
+    await deadOwnerLock(file);
+    expect(await isLocked(file)).toBe(false);
+    expect(await isLocked(file, { ownerHostId: "host-a" })).toBe(true);
   });
 });

@@ -189,3 +189,16 @@ export async function inspectLock(filePath: string, options?: InspectOptions): P
   }
   return inspection;
 }
+
+/**
+ * Whether an acquisition of `filePath` would have to wait now: something is
+ * at the lock path that a waiter would not reclaim (a live or unprovable
+ * holder, a fresh ownerless directory, something that is not a lock).
+ * False when the lock is free or provably stale. A snapshot: by the time it
+ * returns, the answer may have changed; use it to report, never to decide
+ * whether to acquire.
+ */
+export async function isLocked(filePath: string, options?: InspectOptions): Promise<boolean> {
+  const inspection = await inspectLock(filePath, options);
+  return inspection.state !== "free" && !inspection.stale;
+}

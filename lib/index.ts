@@ -26,6 +26,7 @@ export {
   type FileLockStagingProbe,
 } from "./debris.js";
 export { FileLockAcquireError, FileLockError, describeHolder } from "./errors.js";
+export type { HolderInfo, LockFailure } from "../native/index.js";
 export type { FileLockOptions } from "./options.js";
 export {
   readFileLockInfoForGc,
@@ -34,6 +35,7 @@ export {
   genericFileLockDirStaleVerdict,
   genericFileLockDirIsStale,
   inspectLock,
+  isLocked,
   type FileLockOwnerToken,
   type FileLockGcRemoval,
   type FileLockGcObservation,
