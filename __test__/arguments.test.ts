@@ -223,6 +223,9 @@ function lockOptionRows(call: (options: unknown, dir: string) => unknown): Row[]
     row("onAcquired 5", TYPE, /^onAcquired must be a function; received type number \(5\)$/, (d) =>
       call({ onAcquired: 5 }, d),
     ),
+    row('onContended "log"', TYPE, /^onContended must be a function; received type string \("log"\)$/, (d) =>
+      call({ onContended: "log" }, d),
+    ),
   ];
 }
 

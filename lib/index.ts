@@ -27,7 +27,7 @@ export {
 } from "./debris.js";
 export { FileLockAcquireError, FileLockError, describeHolder } from "./errors.js";
 export type { HolderInfo, LockFailure } from "../native/index.js";
-export type { FileLockOptions } from "./options.js";
+export type { ContendedHolder, FileLockOptions } from "./options.js";
 export {
   readFileLockInfoForGc,
   readFileLockObservationForGc,

@@ -4,7 +4,7 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import * as native from "../native/index.js";
-import { argumentError, FileLockAcquireError, FileLockError, errorFromFailure } from "./errors.js";
+import { argumentError, describeHolder, FileLockAcquireError, FileLockError, errorFromFailure } from "./errors.js";
 import { type FileLockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
 import { validateCount, validateFilePath, validateFunction, validateOptionalCount, validateString } from "./validate.js";
 
@@ -56,13 +56,40 @@ function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new Error("File lock acquisition aborted");
 }
 
-/** Arms a native cancel token that fires when `signal` aborts. */
-function wireSignal(signal: AbortSignal | undefined): { token?: number; unwire: () => void } {
-  if (!signal) return { unwire: () => {} };
+/**
+ * Arms a native cancel token that fires when `signal` aborts; also when
+ * `needed` without a signal (a callback that may stop the acquisition).
+ */
+function wireSignal(signal: AbortSignal | undefined, needed: boolean): { token?: number; unwire: () => void } {
+  if (!signal && !needed) return { unwire: () => {} };
   const token = native.createCancelToken();
+  if (!signal) return { token, unwire: () => {} };
   const onAbort = () => native.cancelAcquire(token);
   signal.addEventListener("abort", onAbort, { once: true });
   return { token, unwire: () => signal.removeEventListener("abort", onAbort) };
+}
+
+/**
+ * `onContended` as the core calls it (on this thread, never awaited): with
+ * the holder in words too; a throw stops the acquisition with that error.
+ */
+function contendedFor(
+  options: ResolvedOptions,
+  token: number | undefined,
+  thrown: { contended?: unknown },
+): ((holder: native.HolderInfo) => void) | undefined {
+  const { onContended } = options;
+  if (!onContended) return undefined;
+  const hostAware = options.ownerHostId !== undefined;
+  return (holder: native.HolderInfo) => {
+    if (thrown.contended !== undefined) return;
+    try {
+      onContended({ ...holder, description: describeHolder(holder, hostAware) });
+    } catch (error) {
+      thrown.contended = error ?? new Error("onContended threw a nullish value");
+      if (token !== undefined) native.cancelAcquire(token);
+    }
+  };
 }
 
 /** The test hook as the native core calls it; remembers what it threw. */
@@ -119,10 +146,11 @@ function acquireError(
   options: ResolvedOptions,
   failure: native.LockFailure,
   signal: AbortSignal | undefined,
-  hookError: unknown,
+  thrown: { error?: unknown; contended?: unknown },
 ): unknown {
+  if (failure.code === "ABORT_ERR" && thrown.contended !== undefined) return thrown.contended;
   if (failure.code === "ABORT_ERR" && signal) return abortReason(signal);
-  if (failure.code === "EHOOK" && hookError !== undefined) return hookError;
+  if (failure.code === "EHOOK" && thrown.error !== undefined) return thrown.error;
   if (failure.code === "ELOCKED") {
     return new FileLockAcquireError(
       filePath,
@@ -169,10 +197,10 @@ async function acquire(
     previousOwnerHostIds: resolved.previousOwnerHostIds,
     heldByCaller: heldByChain.getStore()?.slice(),
   };
-  const thrown: { error?: unknown } = {};
-  const result = firstAttempt(request, resolved) ?? (await waitForLock(request, signal, thrown));
+  const thrown: { error?: unknown; contended?: unknown } = {};
+  const result = firstAttempt(request, resolved) ?? (await waitForLock(request, resolved, thrown));
   if (!result.lock) {
-    throw acquireError(path, resolved, result.failure!, signal, thrown.error);
+    throw acquireError(path, resolved, result.failure!, signal, thrown);
   }
   const { generation, lockPath } = result.lock;
   const release = makeRelease(generation, lockPath, resolved.inlineFastPath);
@@ -194,12 +222,16 @@ function firstAttempt(request: native.AcquireRequest, options: ResolvedOptions):
 /** The full acquisition off this thread: attempts, judging, waiting. */
 async function waitForLock(
   request: native.AcquireRequest,
-  signal: AbortSignal | undefined,
-  thrown: { error?: unknown },
+  options: ResolvedOptions,
+  thrown: { error?: unknown; contended?: unknown },
 ): Promise<native.AcquireResult> {
-  const wiring = wireSignal(signal);
+  const wiring = wireSignal(options.signal, options.onContended !== undefined);
   try {
-    return await native.acquireLockNative({ ...request, cancelToken: wiring.token }, hookFor(thrown));
+    return await native.acquireLockNative(
+      { ...request, cancelToken: wiring.token },
+      hookFor(thrown),
+      contendedFor(options, wiring.token, thrown),
+    );
   } finally {
     wiring.unwire();
   }

@@ -2,6 +2,7 @@
  * The options of an acquisition: their types, defaults and validation.
  * Every check runs before anything touches the disk.
  */
+import type { HolderInfo } from "../native/index.js";
 import {
   validateHostIds,
   validateNonNegative,
@@ -26,6 +27,13 @@ export interface FileLockOptions {
   signal?: AbortSignal;
   /** Called once, right after the lock is published. If it throws, the lock is released and the error propagates. */
   onAcquired?: () => void;
+  /**
+   * Called at most once per acquisition, when it first finds the lock held
+   * by someone else (another process, or another caller of this one) and
+   * is about to wait: who holds it, as data and in words. If it throws, the
+   * acquisition stops and rejects with that error.
+   */
+  onContended?: (holder: ContendedHolder) => void;
   /** A stable identity of this host, for volumes shared between machines. */
   ownerHostId?: string;
   /** Earlier identities of THIS host, whose records count as local. */
@@ -41,6 +49,9 @@ export interface FileLockOptions {
   inlineFastPath?: boolean;
 }
 
+/** The holder an acquisition found: the core's description, and the same in words. */
+export type ContendedHolder = HolderInfo & { description: string };
+
 /** Every key of {@link FileLockOptions}: any other is an error, not ignored. */
 export const FILE_LOCK_OPTION_KEYS = [
   "staleMs",
@@ -48,6 +59,7 @@ export const FILE_LOCK_OPTION_KEYS = [
   "retryDelayMs",
   "signal",
   "onAcquired",
+  "onContended",
   "ownerHostId",
   "previousOwnerHostIds",
   "inlineFastPath",
@@ -64,6 +76,7 @@ export interface ResolvedOptions {
   retryDelayMs: number;
   signal?: AbortSignal;
   onAcquired?: () => void;
+  onContended?: (holder: ContendedHolder) => void;
   ownerHostId?: string;
   previousOwnerHostIds: string[];
   inlineFastPath: boolean;
@@ -83,5 +96,7 @@ export function resolveOptions(options: FileLockOptions | undefined): ResolvedOp
   if (signal) resolved.signal = signal;
   const onAcquired = validateOptionalFunction<() => void>(given.onAcquired, "onAcquired");
   if (onAcquired) resolved.onAcquired = onAcquired;
+  const onContended = validateOptionalFunction<(holder: ContendedHolder) => void>(given.onContended, "onContended");
+  if (onContended) resolved.onContended = onContended;
   return resolved;
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use napi::JsDeferred;
 use napi::bindgen_prelude::{Buffer, Object, Promise, PromiseRaw};
-use napi::threadsafe_function::ThreadsafeFunction;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Result, Status};
 use napi_derive::napi;
 
@@ -182,6 +182,18 @@ fn forget_cancel(token: Option<u32>) {
 
 type HookFunction = ThreadsafeFunction<String, Promise<()>, String, Status, false>;
 
+/// `onContended(holder)`, called on the JavaScript thread; never waited for.
+type ContendedFunction = ThreadsafeFunction<HolderInfo, (), HolderInfo, Status, false>;
+
+fn contended_hook_of(function: ContendedFunction) -> acquire::ContendedHook {
+    Arc::new(move |holder: &Holder| {
+        let _ = function.call(
+            HolderInfo::from(holder),
+            ThreadsafeFunctionCallMode::NonBlocking,
+        );
+    })
+}
+
 fn hook_of(function: HookFunction) -> Hook {
     let function = Arc::new(function);
     Arc::new(move |lock_path: String| {
@@ -207,6 +219,7 @@ fn options_of(
     request: AcquireRequest,
     cancel: Arc<Cancel>,
     after_parent_mkdir: Option<Hook>,
+    on_contended: Option<acquire::ContendedHook>,
     sequence: u64,
 ) -> Arc<AcquireOptions> {
     Arc::new(AcquireOptions {
@@ -224,6 +237,7 @@ fn options_of(
             .iter()
             .filter_map(|id| id.parse().ok())
             .collect(),
+        on_contended,
     })
 }
 
@@ -258,7 +272,13 @@ fn acquire_result(
 #[napi]
 pub fn acquire_first_attempt_native(env: Env, request: AcquireRequest) -> Result<AcquireResult> {
     let scope = scope_of(&env)?;
-    let options = options_of(request, Arc::default(), None, crate::lock::table::next_id());
+    let options = options_of(
+        request,
+        Arc::default(),
+        None,
+        None,
+        crate::lock::table::next_id(),
+    );
     Ok(acquire_result(
         &scope,
         acquire::acquire_first_attempt(options),
@@ -269,13 +289,14 @@ pub fn acquire_first_attempt_native(env: Env, request: AcquireRequest) -> Result
 /// in this process's queue is taken here, synchronously, so waiters are
 /// served in the order they called.
 #[napi(
-    ts_args_type = "request: AcquireRequest, afterParentMkdir?: (lockPath: string) => Promise<void>",
+    ts_args_type = "request: AcquireRequest, afterParentMkdir?: (lockPath: string) => Promise<void>, onContended?: (holder: HolderInfo) => void",
     ts_return_type = "Promise<AcquireResult>"
 )]
 pub fn acquire_lock_native<'env>(
     env: &'env Env,
     request: AcquireRequest,
     after_parent_mkdir: Option<HookFunction>,
+    on_contended: Option<ContendedFunction>,
 ) -> Result<Object<'env>> {
     let sequence = crate::lock::table::next_id();
     let arrival = crate::lock::table::arrive();
@@ -283,7 +304,13 @@ pub fn acquire_lock_native<'env>(
     let token = request.cancel_token;
     let cancel = take_cancel(token);
     scope.track(&cancel);
-    let options = options_of(request, cancel, after_parent_mkdir.map(hook_of), sequence);
+    let options = options_of(
+        request,
+        cancel,
+        after_parent_mkdir.map(hook_of),
+        on_contended.map(contended_hook_of),
+        sequence,
+    );
     let (deferred, promise) = env.create_deferred()?;
     let answer = Arc::new(JsAnswer {
         deferred: Mutex::new(Some(deferred)),

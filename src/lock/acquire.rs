@@ -46,7 +46,7 @@ use crate::lock::publish::{
 };
 use crate::lock::record::OwnerRecord;
 use crate::lock::release;
-use crate::lock::report::{Holder, describe, describe_record};
+use crate::lock::report::{Holder, HolderState, describe, describe_record};
 use crate::lock::table::{self, Generation, LockKey, Ticket};
 use crate::lock::verdict::{HostPolicy, Liveness, Observer, judge, judge_record};
 use crate::sys::errno::{errno_code, errno_text};
@@ -58,6 +58,10 @@ use crate::sys::wait::{self, Cancel, HolderExit, Wake, Watch};
 /// acquisition.
 pub type Hook =
     Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+
+/// Told once per acquisition, when it first finds the lock held by someone
+/// else and is about to wait (`onContended`): who holds it.
+pub type ContendedHook = Arc<dyn Fn(&Holder) + Send + Sync>;
 
 /// Everything one acquisition needs, validated by the caller.
 pub struct AcquireOptions {
@@ -73,6 +77,7 @@ pub struct AcquireOptions {
     /// Generations the caller's own call chain holds (its async context):
     /// waiting for one of them would wait for itself.
     pub held_by_caller: Vec<u64>,
+    pub on_contended: Option<ContendedHook>,
 }
 
 /// Why an acquisition ended without the lock.
@@ -278,6 +283,8 @@ struct Attempts {
     staged: Option<Staged>,
     /// Whether this acquisition already looked for dead waiters' debris.
     reaped_while_contended: bool,
+    /// Whether `on_contended` was told.
+    announced: bool,
 }
 
 /// Acquires the lock for `options.file_path` and settles `answer`.
@@ -475,7 +482,17 @@ fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
                 answer.settle(Ok(claim));
                 return Contended::Settled;
             }
-            Ok(Step::NotHead) => return Contended::NotHead(Box::new(attempts)),
+            Ok(Step::NotHead) => {
+                // Queued behind another caller of this process: it waits
+                // for whoever holds the lock now.
+                if !attempts.announced && attempts.options.on_contended.is_some() {
+                    let holder = attempts.holder_now_by_path();
+                    if holder.state != HolderState::Free {
+                        attempts.announce(&holder);
+                    }
+                }
+                return Contended::NotHead(Box::new(attempts));
+            }
             Ok(Step::Retry) if immediate < MAX_IMMEDIATE_RETRIES => {
                 immediate += 1;
                 continue;
@@ -483,6 +500,7 @@ fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
             Ok(Step::Retry) => (None, None),
             Ok(Step::Held { holder, exit }) => {
                 immediate = 0;
+                attempts.announce(&holder);
                 (Some(*holder), exit)
             }
         };
@@ -580,6 +598,7 @@ impl Attempts {
             watch: None,
             staged: None,
             reaped_while_contended: false,
+            announced: false,
         })
     }
 
@@ -709,6 +728,17 @@ impl Attempts {
     fn key_of(&self, parent: BorrowedFd<'_>) -> Result<LockKey, AcquireError> {
         LockKey::of(parent, &self.lock_name)
             .map_err(|errno| self.io(errno, "cannot read the lock's parent directory"))
+    }
+
+    /// Tells `on_contended` who holds the lock, the first time only.
+    fn announce(&mut self, holder: &Holder) {
+        if self.announced {
+            return;
+        }
+        self.announced = true;
+        if let Some(hook) = &self.options.on_contended {
+            hook(holder);
+        }
     }
 
     /// A lock the caller's own call chain holds would never be released

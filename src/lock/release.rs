@@ -370,6 +370,7 @@ mod tests {
             after_parent_mkdir: None,
             sequence: table::next_id(),
             held_by_caller: Vec::new(),
+            on_contended: None,
         });
         acquire_first_attempt(options)
             .unwrap()

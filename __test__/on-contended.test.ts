@@ -1,0 +1,90 @@
+/**
+ * onContended: told once, with the holder, when an acquisition first finds
+ * its lock held by someone else and is about to wait.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { acquireLock, type ContendedHolder, withFileLock } from "../lib/index.ts";
+import { cleanup as cleanupChildren, spawnHolder } from "./fixtures/children.ts";
+import { cleanup, makeRoot, rejectionOf, sleep } from "./helpers.ts";
+
+afterEach(async () => {
+  await cleanupChildren();
+  await cleanup();
+});
+
+describe("onContended", () => {
+  it("fires once, with the other process's pid, before the acquisition waits; the lock comes when it is released", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const holder = await spawnHolder(file);
+    const seen: ContendedHolder[] = [];
+    let acquired = false;
+    const waiting = acquireLock(file, {
+      retries: 1000,
+      retryDelayMs: 20, // many timer wake-ups while it waits: still one call
+      onContended: (h) => seen.push(h),
+    }).then((release) => {
+      acquired = true;
+      return release;
+    });
+    await sleep(400);
+    expect(acquired).toBe(false);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ state: "record", pid: holder.pid, liveness: "live", stale: false });
+    expect(seen[0]!.description).toContain(`pid ${holder.pid} (live)`);
+    holder.send("release");
+    await holder.nextLine("released");
+    const release = await waiting;
+    await release();
+    expect(seen).toHaveLength(1);
+  });
+
+  it("is not called when the lock is free", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    let calls = 0;
+    for (const inlineFastPath of [true, false]) {
+      const release = await acquireLock(file, { inlineFastPath, onContended: () => calls++ });
+      await release();
+    }
+    expect(calls).toBe(0);
+  });
+
+  it("fires for a caller queued behind another caller of this process, naming this process", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const first = await acquireLock(file);
+    const seen: ContendedHolder[] = [];
+    // One caller waits at the head; the second queues behind it.
+    const head = acquireLock(file, { retries: 100, retryDelayMs: 100 });
+    await sleep(50);
+    const queued = acquireLock(file, { retries: 100, retryDelayMs: 100, onContended: (h) => seen.push(h) });
+    await sleep(200);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ state: "record", pid: process.pid, liveness: "live" });
+    await first();
+    await (await head)();
+    await (await queued)();
+    expect(seen).toHaveLength(1);
+  });
+
+  it("a throw stops the acquisition: it rejects with that error and leaves nothing of its own", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const holder = await spawnHolder(file);
+    const refusal = new Error("not waiting for that");
+    const started = performance.now();
+    const error = await rejectionOf(
+      withFileLock(file, async () => "never", {
+        retries: 1000,
+        retryDelayMs: 100,
+        onContended: () => {
+          throw refusal;
+        },
+      }),
+    );
+    expect(error).toBe(refusal);
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(fs.readdirSync(path.dirname(file))).toEqual(["state.json.lock"]);
+    holder.send("exit");
+    await holder.exited;
+  });
+});
