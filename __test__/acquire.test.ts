@@ -24,11 +24,15 @@
  *   fallback): v0.17 diagnostics and Windows probes.
  *
  * Where exactlock deliberately differs from upstream v0.16 the test name
- * says "exactlock:": a legacy EMPTY lock dir ages out after `staleMs` (#19);
+ * says "exactlock:" — and #1 and #14 make their second call from another
+ * async context than the holder's function (`fromOutside`): from inside
+ * it, exactlock refuses a nested acquisition of the same lock with EDEADLK
+ * (nested.test.ts) where upstream waits for itself; a legacy EMPTY lock dir ages out after `staleMs` (#19);
  * `retries: 0` is one attempt without waiting; a throwing `onAcquired`
  * releases the lock (#3); liveness wording distinguishes "dead" (ESRCH) from
  * "dead but not reaped" (zombie) (#91).
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -72,6 +76,14 @@ import {
 import { recordKeys, spawnHolder } from "./fixtures/children.ts";
 
 afterEach(cleanup);
+
+/**
+ * Runs a function in this module's top-level async context: a call made
+ * through it from inside `withFileLock`'s function is another caller, not
+ * a nested acquisition of the same call chain (that one is EDEADLK, see
+ * nested.test.ts).
+ */
+const fromOutside = AsyncLocalStorage.snapshot();
 
 const readInfo = (file: string) => fs.readFileSync(infoPathOf(file), "utf8");
 const iso = (timestamp: number) => new Date(timestamp).toISOString();
@@ -190,9 +202,10 @@ describe("exhaustion diagnostics", () => {
   it("#1 reports typed context for a live in-process holder", async () => {
     const file = path.join(makeRoot(), "state.json");
     const error = await withFileLock(file, () =>
-      rejectionOf(withFileLock(file, async () => "never", { retries: 2, retryDelayMs: 1 })),
+      fromOutside(() => rejectionOf(withFileLock(file, async () => "never", { retries: 2, retryDelayMs: 1 }))),
     );
     expect(error).toBeInstanceOf(FileLockAcquireError);
+    expect(error).toBeInstanceOf(FileLockError);
     expect(error.name).toBe("FileLockAcquireError");
     expect(error.code).toBe("ELOCKED");
     expect(error.filePath).toBe(file);
@@ -314,12 +327,14 @@ describe("stale rules: a live holder is never displaced", () => {
       file,
       async () => {
         events.push("holder-enter");
-        waiter = withFileLock(
-          file,
-          async () => {
-            events.push("waiter-enter");
-          },
-          { staleMs: 1, ...patient },
+        waiter = fromOutside(() =>
+          withFileLock(
+            file,
+            async () => {
+              events.push("waiter-enter");
+            },
+            { staleMs: 1, ...patient },
+          ),
         );
         await sleep(30);
         events.push("holder-exit");
@@ -678,7 +693,7 @@ describe("in-process exclusion and order", () => {
     fs.mkdirSync(path.join(root, "real"));
     fs.symlinkSync(path.join(root, "real"), path.join(root, "alias"));
     await withFileLock(path.join(root, "real", "state.json"), async () => {
-      await expectLocked(path.join(root, "alias", "state.json"));
+      await fromOutside(() => expectLocked(path.join(root, "alias", "state.json")));
     });
   });
 
