@@ -42,13 +42,11 @@ import {
   acquireLock,
   FileLockAcquireError,
   FileLockError,
-  FileLockTestHooks,
   inspectLock,
-  clearFaultsForTesting,
-  injectFaultForTesting,
   processStartTime,
   withFileLock,
 } from "../lib/index.ts";
+import { FileLockTestHooks, clearFaultsForTesting, injectFaultForTesting } from "../lib/testing.ts";
 import {
   canonicalRecord,
   cleanup,

@@ -9,14 +9,18 @@
  * anything touches the disk.
  *
  * The table is keyed by export name and must cover every export of
- * lib/index.ts: a new export without rows fails the coverage test. Exports
+ * lib/index.ts and of lib/testing.ts (the `exactlock/testing` seams): a new export without rows fails the coverage test. Exports
  * without arguments to validate (constants, classes, functions of no
  * arguments) say so, and the coverage test checks that they indeed are.
  */
 import { readdirSync } from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import * as exactlock from "../lib/index.ts";
+import * as main from "../lib/index.ts";
+import * as testing from "../lib/testing.ts";
+
+/** Every export of the package: its main entry and `exactlock/testing`. */
+const exactlock = { ...main, ...testing };
 import { makeTempDir, removeDir } from "./cli-helpers.ts";
 
 const TYPE = "ERR_INVALID_ARG_TYPE";
@@ -576,10 +580,11 @@ const TABLE: Record<string, Entry> = {
 
 const exported = exactlock as unknown as Record<string, unknown>;
 
-/** The runtime exports of lib/index.ts (module-interop keys left out). */
+/** The runtime exports of lib/index.ts and lib/testing.ts (module-interop keys left out). */
 async function exportNames(): Promise<string[]> {
-  const module = (await import("../lib/index.ts")) as Record<string, unknown>;
-  return Object.keys(module)
+  const modules = [await import("../lib/index.ts"), await import("../lib/testing.ts")] as Record<string, unknown>[];
+  return modules
+    .flatMap((module) => Object.keys(module))
     .filter((name) => name !== "default" && name !== "__esModule")
     .sort();
 }
@@ -588,7 +593,7 @@ function isClass(value: unknown): boolean {
   return typeof value === "function" && /^class\b/.test(Function.prototype.toString.call(value));
 }
 
-describe("the table covers every export of lib/index.ts", () => {
+describe("the table covers every export of lib/index.ts and lib/testing.ts", () => {
   it("has an entry for each export, and none for a name that is not exported", async () => {
     const names = await exportNames();
     expect(names.length).toBeGreaterThan(20);

@@ -16,13 +16,12 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   acquireLock,
-  clearFaultsForTesting,
   FILE_LOCK_RELEASE_RETRY_ATTEMPTS,
   FileLockAcquireError,
   FileLockError,
-  injectFaultForTesting,
   type LockRelease,
 } from "../lib/index.ts";
+import { clearFaultsForTesting, injectFaultForTesting } from "../lib/testing.ts";
 
 // vitest provides __dirname (tests type-check as CommonJS, where import.meta is not allowed).
 const fixtures = path.join(__dirname, "fixtures");

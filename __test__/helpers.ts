@@ -10,7 +10,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { createInterface } from "node:readline";
-import { clearFaultsForTesting, FileLockTestHooks, processStartTime } from "../lib/index.ts";
+import { processStartTime } from "../lib/index.ts";
+import { clearFaultsForTesting, FileLockTestHooks } from "../lib/testing.ts";
 
 // vitest provides __dirname (the package compiles tests as CommonJS, where import.meta is not allowed).
 export const FIXTURES = path.join(__dirname, "fixtures");

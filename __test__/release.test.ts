@@ -25,14 +25,13 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   acquireLock,
-  clearFaultsForTesting,
   FILE_LOCK_RELEASE_RETRY_ATTEMPTS,
   FILE_LOCK_RELEASE_RETRY_DELAY_MS,
   FileLockAcquireError,
   FileLockError,
-  injectFaultForTesting,
   withFileLock,
 } from "../lib/index.ts";
+import { clearFaultsForTesting, injectFaultForTesting } from "../lib/testing.ts";
 import {
   canonicalRecord,
   cleanup,

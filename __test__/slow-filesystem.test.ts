@@ -18,7 +18,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { acquireLock, clearFaultsForTesting, FileLockError, injectDelayForTesting, type LockRelease } from "../lib/index.ts";
+import { acquireLock, FileLockError, type LockRelease } from "../lib/index.ts";
+import { clearFaultsForTesting, injectDelayForTesting } from "../lib/testing.ts";
 import { cleanup, handOffs as handOffsWith, median, metric, now, spawnHolder, tempRoot } from "./fixtures/children.ts";
 
 /** `count` hand-offs of `file` from a child holder to this process; their latencies (ms). */

@@ -15,13 +15,8 @@ import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  acquireLock,
-  clearFaultsForTesting,
-  FileLockAcquireError,
-  FileLockError,
-  injectDelayForTesting,
-} from "../lib/index.ts";
+import { acquireLock, FileLockAcquireError, FileLockError } from "../lib/index.ts";
+import { clearFaultsForTesting, injectDelayForTesting } from "../lib/testing.ts";
 import { cleanup, now, spawnFixture, spawnHolder, tempRoot } from "./fixtures/children.ts";
 import { canonicalRecord, deadPid, inode, infoPathOf, waitUntil, writeLock } from "./helpers.ts";
 

@@ -9,13 +9,11 @@ import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   acquireLock,
-  clearFaultsForTesting,
   FileLockAcquireError,
   FileLockError,
-  injectDelayForTesting,
-  injectFaultForTesting,
   withFileLock,
 } from "../lib/index.ts";
+import { clearFaultsForTesting, injectDelayForTesting, injectFaultForTesting } from "../lib/testing.ts";
 import { makeTempDir, removeDir } from "./cli-helpers.ts";
 
 let dir: string;

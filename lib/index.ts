@@ -2,7 +2,8 @@
  * exactlock — a cross-process lock for a file path.
  *
  * This facade validates arguments, applies defaults, wires AbortSignal and
- * shapes errors; the native core (Rust, ../native) does the locking.
+ * shapes errors; the native core (Rust, ../native) does the locking. Test
+ * seams live apart, in `exactlock/testing` (./testing.ts).
  */
 export {
   acquireLock,
@@ -11,10 +12,6 @@ export {
   processStartTime,
   FILE_LOCK_RELEASE_RETRY_ATTEMPTS,
   FILE_LOCK_RELEASE_RETRY_DELAY_MS,
-  FileLockTestHooks,
-  injectFaultForTesting,
-  injectDelayForTesting,
-  clearFaultsForTesting,
   type LockRelease,
 } from "./lock.js";
 export {
