@@ -54,7 +54,7 @@ describe("exactlock run", () => {
   it("waits while another process holds the lock, then runs CMD after the holder released", async () => {
     const file = path.join(dir, "state.json");
     const first = await holder(file);
-    const run = startCli(["run", file, "--wait", "20000", "--", node, "-e", "console.log(JSON.stringify({ ran: Date.now() }))"]);
+    const run = startCli(["run", file, "--wait", "20", "--", node, "-e", "console.log(JSON.stringify({ ran: Date.now() }))"]);
     running.push(run);
     // It keeps waiting while the holder holds: no CMD output, still running.
     await new Promise((resolve) => setTimeout(resolve, 800));
@@ -71,7 +71,7 @@ describe("exactlock run", () => {
   it("exits 75 without running CMD when the holder keeps the lock past --wait, and leaves the holder's lock alone", async () => {
     const file = path.join(dir, "state.json");
     const first = await holder(file);
-    const result = await runCli(["run", file, "--wait", "300", "--", node, "-e", "console.log('ran')"]);
+    const result = await runCli(["run", file, "--wait", "0.3", "--", node, "-e", "console.log('ran')"]);
     expect(result.status).toBe(75);
     expect(result.stdout).not.toContain("ran");
     expect(result.stderr).toContain(`pid ${first.pid}`);
@@ -85,6 +85,50 @@ describe("exactlock run", () => {
     const held = path.join(dir, "held");
     await holder(held);
     expect((await runCli(["run", held, "--wait", "0", "--", node, "-e", ""])).status).toBe(75);
+  });
+
+  it("flock's shape: -w SECONDS waits that long (0.2 = 200 ms), -n fails at once, -E sets the conflict status", async () => {
+    const file = path.join(dir, "state.json");
+    await holder(file);
+    const timed = async (args: string[]) => {
+      const started = performance.now();
+      const result = await runCli(["run", ...args]);
+      return { ...result, ms: performance.now() - started };
+    };
+    const waited = await timed(["-w", "0.2", file, node, "-e", "console.log('ran')"]);
+    expect(waited.status).toBe(75);
+    expect(waited.ms).toBeGreaterThanOrEqual(200);
+    expect(waited.stdout).not.toContain("ran");
+    expect(waited.stderr).toContain("gave up after 0.2 s");
+    const inMs = await timed(["--wait", "250ms", file, node, "-e", ""]);
+    expect(inMs.status).toBe(75);
+    expect(inMs.ms).toBeGreaterThanOrEqual(250);
+    const nonblock = await timed(["-n", file, node, "-e", ""]);
+    expect(nonblock.status).toBe(75);
+    expect(nonblock.ms).toBeLessThan(waited.ms + 2_000); // no budget: one attempt, plus node's start-up
+    expect((await runCli(["run", "-n", "-E", "9", file, node, "-e", ""])).status).toBe(9);
+    expect((await runCli(["run", "--conflict-exit-code=0", "-n", file, node, "-e", ""])).status).toBe(0);
+  });
+
+  it("runs FILE CMD ARGS… without --, as flock does; options after FILE need --", async () => {
+    const file = path.join(dir, "state.json");
+    const ran = await runCli(["run", "-w", "1", file, node, "-e", "console.log(process.argv.slice(1).join(' '))", "a", "-b"]);
+    expect(ran.status).toBe(0);
+    expect(ran.stdout.trim()).toBe("a -b");
+    const misplaced = await runCli(["run", file, "--wait", "1", node, "-e", ""]);
+    expect(misplaced.status).toBe(2);
+    expect(misplaced.stderr).toContain("put options before FILE, or -- before CMD");
+    const withDashes = await runCli(["run", file, "--wait", "1", "--", node, "-e", "process.exit(3)"]);
+    expect(withDashes.status).toBe(3);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("run --help names flock's equivalents", async () => {
+    const help = await runCli(["run", "--help"]);
+    expect(help.status).toBe(0);
+    for (const words of ["-w, --wait SECONDS", "[flock -w]", "-n, --nonblock", "[flock -n]", "-E, --conflict-exit-code N", "[flock -E]"]) {
+      expect(help.stdout).toContain(words);
+    }
   });
 
   it("reclaims the lock of a dead owner at once and runs CMD", async () => {
@@ -122,7 +166,7 @@ describe("exactlock run", () => {
   it("a signal while waiting gives up the wait (128 + N) and leaves the holder's lock alone", async () => {
     const file = path.join(dir, "state.json");
     const first = await holder(file);
-    const run = startCli(["run", file, "--wait", "60000", "--", node, "-e", "console.log('ran')"]);
+    const run = startCli(["run", file, "--wait", "60", "--", node, "-e", "console.log('ran')"]);
     running.push(run);
     await new Promise((resolve) => setTimeout(resolve, 800));
     run.child.kill("SIGINT");
@@ -349,6 +393,11 @@ describe("usage", () => {
     [["run", "--", "true"]],
     [["run", "/tmp/x", "--wait", "soon", "--", "true"]],
     [["run", "/tmp/x", "--retry-delay", "0", "--", "true"]],
+    [["run", "-w", "-1", "/tmp/x", "true"]],
+    [["run", "-w", "1e3", "/tmp/x", "true"]],
+    [["run", "-n", "-w", "1", "/tmp/x", "true"]],
+    [["run", "-E", "256", "/tmp/x", "true"]],
+    [["run", "/tmp/x", "-n", "true"]],
     [["gc"]],
     [["gc", "a", "b"]],
     [["demo", "--procs", "1"]],

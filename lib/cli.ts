@@ -2,7 +2,7 @@
  * The `exactlock` command: see, run under, and clean up locks.
  *
  *   exactlock status FILE...          who holds it, alive?, how old, verdict
- *   exactlock run FILE -- CMD ...     hold the lock while CMD runs
+ *   exactlock run FILE CMD ...        hold the lock while CMD runs
  *   exactlock gc DIR                  remove provably stale locks below DIR
  *   exactlock demo                    processes contending, with crashes
  *
@@ -25,9 +25,10 @@ FILE.lock with an owner record (pid, start time, timestamp, token).
 Commands:
   status FILE...             who holds each lock, is it alive, how old, would
                              a waiter reclaim it (--json)
-  run FILE [--wait MS] -- CMD [ARGS...]
-                             hold the lock while CMD runs; exit with CMD's
-                             status, 75 if the lock could not be had in time
+  run [-w SECONDS | -n] [-E N] FILE CMD [ARGS...]
+                             hold the lock while CMD runs (flock-shaped);
+                             exit with CMD's status, 75 (or -E's N) if the
+                             lock could not be had in time
   gc DIR [--dry-run]         remove provably stale locks below DIR, printing
                              each decision (--json)
   demo [--seconds N] [--procs N]

@@ -1,8 +1,9 @@
 /**
- * `exactlock run FILE [--wait MS] -- CMD ARGS…`: holds the lock of FILE
- * while CMD runs, forwards SIGINT/SIGTERM/SIGHUP to it, and exits with its
- * status (128 + signal number when it died of a signal); 75 when the lock
- * could not be had within the waiting budget.
+ * `exactlock run [options] FILE CMD ARGS…` (or `… FILE [options] -- CMD
+ * ARGS…`): holds the lock of FILE while CMD runs, forwards
+ * SIGINT/SIGTERM/SIGHUP to it, and exits with its status (128 + signal
+ * number when it died of a signal); 75 (or `-E`'s code) when the lock could
+ * not be had within the waiting budget. Options are shaped like flock(1)'s.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { constants } from "node:os";
@@ -14,15 +15,23 @@ export const EXIT_LOCK_UNAVAILABLE = 75;
 const FORWARDED_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 type ForwardedSignal = (typeof FORWARDED_SIGNALS)[number];
 
-export const RUN_HELP = `Usage: exactlock run [options] FILE -- CMD [ARGS...]
+export const RUN_HELP = `Usage: exactlock run [options] FILE CMD [ARGS...]
+       exactlock run [options] FILE [options] -- CMD [ARGS...]
 
 Takes the lock of FILE (the directory FILE.lock), runs CMD while holding it,
 and releases it when CMD exits. A holder that died is reclaimed at once; a
-live holder is waited for, never displaced.
+live holder is waited for, never displaced. Without --, everything after
+FILE is the command (as with flock); with --, options may follow FILE.
 
-Options:
-  --wait MS              how long to wait for the lock (default 5000, the
-                         library's 50 retries x 100 ms); 0 = one attempt
+Options (flock(1)'s in brackets):
+  -w, --wait SECONDS     how long to wait for the lock; fractions allowed
+                         (0.2 = 200 ms), or a value in ms with an "ms" suffix
+                         (300ms). Default 5; 0 = one attempt  [flock -w]
+  -n, --nonblock         fail at once if the lock is held (= --wait 0)
+                                                              [flock -n]
+  -E, --conflict-exit-code N
+                         exit status when the lock could not be had
+                         (default 75)                         [flock -E]
   --retry-delay MS       longest sleep between looks when no event wakes the
                          waiter (default 100; must be > 0)
   --stale-ms MS          age after which an ownerless (empty) lock dir is
@@ -30,13 +39,16 @@ Options:
   --owner-host-id ID     this host's identity, for volumes shared between hosts
   -h, --help             show this help
 
+Unlike flock, the lock has an owner record (pid, start time) that
+'exactlock status FILE' shows, and a lock whose owner died is taken at once.
+
 SIGINT, SIGTERM and SIGHUP received while CMD runs are forwarded to CMD; one
 received while waiting gives up the wait. The lock's owner is this exactlock
 process: if it is SIGKILLed, CMD keeps running but the lock is reclaimable.
 
 Exit status: CMD's status, or 128 + N if CMD died of signal N (or a signal
-ended the wait); 75 if the lock could not be had within --wait; 127 if CMD
-was not found, 126 if it could not be executed; 1 for other failures (and
+ended the wait); 75 (or -E's N) if the lock could not be had in time; 127 if
+CMD was not found, 126 if it could not be executed; 1 for other failures (and
 when CMD succeeded but releasing the lock failed); 2 for usage errors.
 `;
 
@@ -44,35 +56,85 @@ interface RunOptions {
   file: string;
   waitMs: number;
   retryDelayMs: number;
+  conflictExitCode: number;
   staleMs?: number;
   ownerHostId?: string;
   command: string;
   args: string[];
 }
 
-/** Splits at the first `--`: exactlock's arguments before, CMD after. */
-function splitAtDoubleDash(argv: string[]): { own: string[]; command: string[] | null } {
-  const index = argv.indexOf("--");
-  return index < 0 ? { own: argv, command: null } : { own: argv.slice(0, index), command: argv.slice(index + 1) };
+/** run's flags; those of type string take a value. */
+const RUN_FLAGS = {
+  wait: { type: "string", short: "w" },
+  nonblock: { type: "boolean", short: "n" },
+  "conflict-exit-code": { type: "string", short: "E" },
+  "retry-delay": { type: "string" },
+  "stale-ms": { type: "string" },
+  "owner-host-id": { type: "string" },
+} as const;
+
+/** Whether the flag token `token` (`-w`, `--wait`, `-w2`, `--wait=2`) takes the next token as its value. */
+function takesNextValue(token: string): boolean {
+  if (token.includes("=")) return false;
+  for (const [name, spec] of Object.entries(RUN_FLAGS)) {
+    if (spec.type !== "string") continue;
+    if (token === `--${name}` || ("short" in spec && token === `-${spec.short}`)) return true;
+  }
+  return false;
+}
+
+/**
+ * Splits run's arguments into exactlock's own and CMD's: at the first `--`
+ * when there is one; otherwise, as flock does, after FILE (the first
+ * argument that is neither an option nor an option's value).
+ */
+function splitCommand(argv: string[]): { own: string[]; command: string[] | null; dashes: boolean } {
+  const dashes = argv.indexOf("--");
+  if (dashes >= 0) return { own: argv.slice(0, dashes), command: argv.slice(dashes + 1), dashes: true };
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!;
+    if (token.startsWith("-") && token !== "-") {
+      if (takesNextValue(token)) i++;
+      continue;
+    }
+    return { own: argv.slice(0, i + 1), command: argv.slice(i + 1), dashes: false };
+  }
+  return { own: argv, command: null, dashes: false };
+}
+
+/** `--wait`: seconds (fractions allowed), or milliseconds with an `ms` suffix; in ms. */
+function waitFlag(raw: string | boolean | undefined, fallbackMs: number): number {
+  if (raw === undefined) return fallbackMs;
+  const text = String(raw);
+  const match = /^(\d+(?:\.\d+)?|\.\d+)(ms|s)?$/.exec(text);
+  if (!match) {
+    throw new UsageError(`--wait must be seconds (e.g. 2 or 0.25) or milliseconds with ms (e.g. 300ms), got ${JSON.stringify(text)}`, "run");
+  }
+  const ms = match[2] === "ms" ? Number(match[1]) : Number(match[1]) * 1000;
+  if (!Number.isFinite(ms) || ms > Number.MAX_SAFE_INTEGER) throw new UsageError(`--wait is too large, got ${text}`, "run");
+  return ms;
 }
 
 function parseRunArgs(argv: string[]): RunOptions | "help" {
-  const { own, command } = splitAtDoubleDash(argv);
-  const { flags, positionals } = parseFlags("run", own, {
-    wait: { type: "string" },
-    "retry-delay": { type: "string" },
-    "stale-ms": { type: "string" },
-    "owner-host-id": { type: "string" },
-  });
+  const { own, command, dashes } = splitCommand(argv);
+  const { flags, positionals } = parseFlags("run", own, RUN_FLAGS);
   if (flags.help) return "help";
-  if (positionals.length !== 1) throw new UsageError("run needs exactly one FILE before --", "run");
-  if (!command || command.length === 0) throw new UsageError("run needs a command after --", "run");
+  if (!dashes && command?.[0]?.startsWith("-")) {
+    throw new UsageError(
+      `${JSON.stringify(command[0])} after FILE would be the command: put options before FILE, or -- before CMD`,
+      "run",
+    );
+  }
+  if (positionals.length !== 1) throw new UsageError("run needs exactly one FILE, then CMD", "run");
+  if (!command || command.length === 0) throw new UsageError("run needs a command after FILE (or after --)", "run");
+  if (flags.nonblock && flags.wait !== undefined) throw new UsageError("--nonblock and --wait exclude each other", "run");
   const staleMs = flags["stale-ms"] === undefined ? undefined : integerFlag("run", flags, "stale-ms", 0);
   const ownerHostId = hostIdFlag("run", flags);
   return {
     file: path.resolve(positionals[0]!),
-    waitMs: integerFlag("run", flags, "wait", 5_000),
+    waitMs: flags.nonblock ? 0 : waitFlag(flags.wait, 5_000),
     retryDelayMs: integerFlag("run", flags, "retry-delay", 100, { min: 1 }),
+    conflictExitCode: integerFlag("run", flags, "conflict-exit-code", EXIT_LOCK_UNAVAILABLE, { max: 255 }),
     ...(staleMs === undefined ? {} : { staleMs }),
     ...(ownerHostId === undefined ? {} : { ownerHostId }),
     command: command[0]!,
@@ -134,8 +196,8 @@ async function takeLock(options: RunOptions, relay: SignalRelay): Promise<LockRe
   } catch (error) {
     if (relay.received) return 128 + signalNumber(relay.received);
     if (error instanceof FileLockAcquireError) {
-      process.stderr.write(`exactlock run: gave up after ${options.waitMs} ms: ${error.message}\n`);
-      return EXIT_LOCK_UNAVAILABLE;
+      process.stderr.write(`exactlock run: gave up after ${options.waitMs / 1000} s: ${error.message}\n`);
+      return options.conflictExitCode;
     }
     process.stderr.write(`exactlock run: ${(error as Error).message}\n`);
     return 1;
