@@ -211,7 +211,9 @@ describe("exhaustion diagnostics", () => {
     expect(error.attempts).toBeGreaterThanOrEqual(1);
     expect(error.holder).toContain(`pid ${process.pid} (live)`);
     expect(error.holderInfo?.pid).toBe(process.pid);
-    expect(error.message).toContain(`Failed to acquire lock for ${file} after ${error.attempts} attempts: `);
+    expect(error.message).toContain(
+      `Failed to acquire lock for ${file} after ${error.attempts} attempt${error.attempts === 1 ? "" : "s"}: `,
+    );
     expect(error.message).toContain(`(${lockPathOf(file)}); a live owner is never displaced`);
   });
 
@@ -300,8 +302,12 @@ describe("exhaustion diagnostics", () => {
     writeLock(file, record);
     const error = await expectLocked(file, { ownerHostId: "this-host", retries: 2, retryDelayMs: 1 });
     expect(error.holder).toBe(
-      `held by pid ${process.pid} on an unrecorded host (liveness unknown from this host) since ${iso(record.timestamp!)}`,
+      `held by pid ${process.pid} on an unrecorded host (its record names no owner_host_id while this process passes ` +
+        `ownerHostId, so which host it runs on is unknown; liveness unknown from this host) since ${iso(record.timestamp!)}`,
     );
+    // exactlock: the advice names the mix, not "wait for it to finish".
+    expect(error.message).toContain("processes with and without ownerHostId are sharing this lock");
+    expect(error.message).not.toContain("wait for it to finish");
     expect(readInfo(file)).toBe(recordJson(record));
   });
 

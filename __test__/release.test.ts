@@ -56,7 +56,11 @@ function expectReleaseError(error: unknown, code: string, message?: string): voi
   expect(error).toBeInstanceOf(FileLockError);
   expect((error as FileLockError).name).toBe("FileLockError");
   expect((error as FileLockError).code).toBe(code);
-  if (message !== undefined) expect((error as FileLockError).message).toBe(message);
+  if (message !== undefined) expect((error as FileLockError).message.startsWith(`${message} `), (error as Error).message).toBe(true);
+  // Where, and what to do: the lock's path is named.
+  const lockPath = (error as FileLockError).lockPath;
+  expect(lockPath).toMatch(/\.lock$/);
+  expect((error as FileLockError).message).toContain(lockPath!);
 }
 
 describe("release", () => {
@@ -83,7 +87,7 @@ describe("release", () => {
     const successorBytes = readInfo(file);
     const error = await rejectionOf(release());
     expectReleaseError(error, "ERELEASED");
-    expect(error.message).toContain("Failed to release file lock: local owner generation is unknown");
+    expect(error.message).toContain("Failed to release file lock: already released. This release function already released");
     expect(readInfo(file)).toBe(successorBytes);
     await successor();
   });

@@ -37,6 +37,16 @@ describe("troubleshooting by error code", () => {
     expect((error as Error).message).toContain("a live owner is never displaced");
   });
 
+  it("ELOCKED after one attempt says so in the singular, and names the path", async () => {
+    const file = path.join(dir, "state.json");
+    const release = await acquireLock(file);
+    const error = (await acquireLock(file, { retries: 0 }).catch((e: unknown) => e)) as FileLockAcquireError;
+    await release();
+    expect(error).toBeInstanceOf(FileLockError);
+    expect(error.message).toContain(`Failed to acquire lock for ${file} after 1 attempt: `);
+    expect(error.message).toContain(`(${file}.lock)`);
+  });
+
   it("ETIMEDOUT: the budget ran out before a stuck attempt came back (injected stall), naming the lock path", async () => {
     const file = path.join(dir, "stuck.json");
     injectDelayForTesting("attempt", 800, "stuck.json", 1);
@@ -62,14 +72,22 @@ describe("troubleshooting by error code", () => {
     await release();
     const error = await release().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(FileLockError);
-    expect(error).toMatchObject({ code: "ERELEASED" });
+    expect(error).toMatchObject({ code: "ERELEASED", lockPath: path.join(dir, "state.json.lock") });
+    expect((error as Error).message).toBe(
+      `Failed to release file lock: already released. This release function already released ${path.join(dir, "state.json.lock")} ` +
+        "(or its Worker's teardown gave it back); call it once \u2014 withFileLock and await using release for you.",
+    );
   });
 
   it("EMISSING: the lock dir was removed by someone else before the release", async () => {
     const file = path.join(dir, "state.json");
     const release = await acquireLock(file);
     rmSync(`${file}.lock`, { recursive: true });
-    await expect(release()).rejects.toMatchObject({ code: "EMISSING", message: "Failed to release file lock: missing." });
+    const error = (await release().catch((e: unknown) => e)) as FileLockError;
+    expect(error).toMatchObject({ code: "EMISSING", lockPath: `${file}.lock` });
+    expect(error.message).toMatch(/^Failed to release file lock: missing\. /);
+    expect(error.message).toContain(`${file}.lock was removed by someone else while this process held it`);
+    expect(error.message).toContain("find what removes it");
   });
 
   it("EOWNERCHANGED: another owner's record stands at the lock path at release; it is left alone", async () => {
@@ -78,10 +96,10 @@ describe("troubleshooting by error code", () => {
     rmSync(`${file}.lock`, { recursive: true });
     mkdirSync(`${file}.lock`);
     writeFileSync(path.join(`${file}.lock`, "info"), JSON.stringify({ pid: process.pid, timestamp: 1 }));
-    await expect(release()).rejects.toMatchObject({
-      code: "EOWNERCHANGED",
-      message: "Failed to release file lock: owner_changed.",
-    });
+    const error = (await release().catch((e: unknown) => e)) as FileLockError;
+    expect(error).toMatchObject({ code: "EOWNERCHANGED", lockPath: `${file}.lock` });
+    expect(error.message).toMatch(/^Failed to release file lock: owner_changed\. /);
+    expect(error.message).toContain(`${file}.lock now holds another owner's record`);
     expect(JSON.parse(readFileSync(path.join(`${file}.lock`, "info"), "utf8"))).toEqual({
       pid: process.pid,
       timestamp: 1,
@@ -157,9 +175,8 @@ describe("troubleshooting by error code", () => {
     }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(AggregateError);
     expect((error as AggregateError).message).toBe("File lock operation and release both failed.");
-    expect((error as AggregateError).errors.map((e: { message: string }) => e.message)).toEqual([
-      "body failed",
-      "Failed to release file lock: missing.",
-    ]);
+    const [body, releaseError] = (error as AggregateError).errors as Error[];
+    expect(body!.message).toBe("body failed");
+    expect(releaseError!.message).toMatch(/^Failed to release file lock: missing\. .*state\.json\.lock was removed/);
   });
 });

@@ -30,8 +30,8 @@ export class FileLockAcquireError extends FileLockError {
     const holder = describeHolder(holderInfo, hostAware);
     super(
       "ELOCKED",
-      `Failed to acquire lock for ${filePath} after ${attempts} attempts: ${holder} (${lockPath}); ` +
-        "a live owner is never displaced \u2014 wait for it to finish, or stop it, before retrying",
+      `Failed to acquire lock for ${filePath} after ${attempts} attempt${attempts === 1 ? "" : "s"}: ` +
+        `${holder} (${lockPath}); ${acquireAdvice(holderInfo, hostAware)}`,
       lockPath,
     );
     this.name = "FileLockAcquireError";
@@ -40,6 +40,23 @@ export class FileLockAcquireError extends FileLockError {
     this.holder = holder;
     if (holderInfo !== undefined) this.holderInfo = holderInfo;
   }
+}
+
+/** What to do about a lock that could not be had, by who holds it. */
+function acquireAdvice(holder: HolderInfo | undefined, hostAware: boolean): string {
+  if (holder?.state === "record" && holder.foreign) {
+    if (!holder.ownerHostId && hostAware) {
+      return (
+        "processes with and without ownerHostId are sharing this lock \u2014 pass the same ownerHostId to every " +
+        `process that uses it (or to none); remove the lock by hand only once pid ${holder.pid} is known to be gone`
+      );
+    }
+    return (
+      "an owner on another host is never judged from here \u2014 wait for it, or remove the lock by hand once " +
+      "that host is known to be done with it (exactlock status shows the record)"
+    );
+  }
+  return "a live owner is never displaced \u2014 wait for it to finish, or stop it, before retrying";
 }
 
 /** A TypeError for an argument of the right type with a bad value, thrown before anything touches the disk. */
@@ -93,6 +110,12 @@ export function describeHolder(holder: HolderInfo | undefined | null, hostAware 
       return "free at the last look, but taken again before this waiter could publish";
     case "record": {
       const pid = `pid ${holder.pid}`;
+      if (holder.foreign && !holder.ownerHostId && hostAware) {
+        return (
+          `held by ${pid} on an unrecorded host (its record names no owner_host_id while this process passes ` +
+          `ownerHostId, so which host it runs on is unknown; liveness unknown from this host) since ${since(holder.timestamp)}`
+        );
+      }
       if (holder.foreign) {
         const where = holder.ownerHostId ? `on host ${holder.ownerHostId}` : "on an unrecorded host";
         return `held by ${pid} ${where} (liveness unknown from this host) since ${since(holder.timestamp)}`;
@@ -119,6 +142,35 @@ export function describeHolder(holder: HolderInfo | undefined | null, hostAware 
     default:
       return `held by an unrecognized owner (${holder.state})`;
   }
+}
+
+/**
+ * What a failed release means and what to do, by code, after the core's
+ * first sentence (kept as the original module words it, so its prefix
+ * still matches). `lockPath` names the lock.
+ */
+const RELEASE_ADVICE: Readonly<Record<string, (lockPath: string) => string>> = {
+  ERELEASED: (lockPath) =>
+    `This release function already released ${lockPath} (or its Worker's teardown gave it back); ` +
+    "call it once \u2014 withFileLock and await using release for you.",
+  ERELEASING: (lockPath) =>
+    `A release of ${lockPath} by this release function is still running; await that call instead of calling again.`,
+  EMISSING: (lockPath) =>
+    `${lockPath} was removed by someone else while this process held it, so what it guarded may have been ` +
+    "changed meanwhile; find what removes it (a cleanup script, rm -rf, a gc run by another host).",
+  EOWNERCHANGED: (lockPath) =>
+    `${lockPath} now holds another owner's record (it was replaced while this process held it) and was left ` +
+    "to them; what it guarded may have been changed meanwhile \u2014 find who replaced it.",
+};
+
+/** A failed release as the user meets it: the core's words, then where and what to do. */
+export function releaseErrorFromFailure(failure: LockFailure, lockPath: string): FileLockError {
+  const path = failure.lockPath ?? lockPath;
+  const advice =
+    RELEASE_ADVICE[failure.code]?.(path) ??
+    `The lock ${path} stays fenced to this generation: nobody else may take it while it stands, and the next ` +
+      "acquisition of it in this process retries the release first; if it persists, check the directory's permissions and flags.";
+  return new FileLockError(failure.code, `${failure.message} ${advice}`, path);
 }
 
 /** Turns a native failure into the error a user meets. */

@@ -4,7 +4,14 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import * as native from "../native/index.js";
-import { argumentError, describeHolder, FileLockAcquireError, FileLockError, errorFromFailure } from "./errors.js";
+import {
+  argumentError,
+  describeHolder,
+  FileLockAcquireError,
+  FileLockError,
+  errorFromFailure,
+  releaseErrorFromFailure,
+} from "./errors.js";
 import { type FileLockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
 import { validateCount, validateFilePath, validateFunction, validateOptionalCount, validateString } from "./validate.js";
 
@@ -138,7 +145,7 @@ async function releaseGeneration(generation: string, lockPath: string, inline: b
   const first = inline ? native.releaseFirstAttemptNative(generation) : undefined;
   if (first?.done) failure = first.failure;
   else failure = await native.releaseLockNative(generation, first !== undefined && !first.deferred);
-  if (failure) throw errorFromFailure({ ...failure, lockPath: failure.lockPath ?? lockPath });
+  if (failure) throw releaseErrorFromFailure(failure, lockPath);
 }
 
 function acquireError(

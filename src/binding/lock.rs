@@ -404,8 +404,7 @@ fn release_failure(error: ReleaseError) -> LockFailure {
     match error {
         ReleaseError::Unknown => failure(
             "ERELEASED",
-            "Failed to release file lock: local owner generation is unknown (released already?)."
-                .into(),
+            "Failed to release file lock: already released.".into(),
         ),
         ReleaseError::AlreadyReleasing => failure(
             "ERELEASING",
