@@ -12,9 +12,10 @@ const EXAMPLES = path.join(ROOT, "examples");
 const BUN = path.join(ROOT, "node_modules", ".bin", "bun");
 
 const EXPECTED: Record<string, string[]> = {
+  "quick-start.mts": ["true"],
   "with-file-lock.mjs": ['{"count":10}'],
   "acquire-release.mjs": ["locked: true", "locked: false"],
-  "await-using.ts": [
+  "await-using.mts": [
     "locked: true",
     "locked: false",
     "locked: true",
@@ -51,7 +52,7 @@ describe("examples", () => {
   });
 
   for (const [file, expected] of Object.entries(EXPECTED)) {
-    const runtimes = file.endsWith(".ts") ? [["bun", BUN]] : [["node", process.execPath], ["bun", BUN]];
+    const runtimes = file.endsWith(".mts") ? [["bun", BUN]] : [["node", process.execPath], ["bun", BUN]];
     for (const [name, runtime] of runtimes) {
       it(`${file} under ${name} prints what it claims`, () => {
         const result = run(runtime!, file);
@@ -91,10 +92,20 @@ describe("README", () => {
     expect(orphans).toEqual([]);
   });
 
-  it("starts with the two commands: npm install && npx exactlock demo, then npm test", () => {
-    const firstBlock = /```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";
-    expect(firstBlock).toContain("npm install && npx exactlock demo");
-    expect(firstBlock.indexOf("npm test")).toBeGreaterThan(firstBlock.indexOf("npx exactlock demo"));
-    expect(readme.indexOf("```sh")).toBeLessThan(readme.indexOf("```js"));
+  it("starts with the install, a complete TypeScript example, then a clone's two commands: npm install && npx exactlock demo, then npm test", () => {
+    const shBlocks = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)];
+    const install = shBlocks[0]!;
+    expect(install[1]).toContain("npm install exactlock");
+    expect(install[1]).toContain("bun add exactlock");
+    const firstTs = /```ts\n([\s\S]*?)```/.exec(readme)!;
+    expect(firstTs.index).toBeGreaterThan(install.index!);
+    expect(firstTs[1]).toMatch(/^import \{ withFileLock \} from "exactlock";\n/);
+    const clone = shBlocks[1]!;
+    expect(clone.index).toBeGreaterThan(firstTs.index);
+    expect(clone[1]).toContain("npm install && npx exactlock demo");
+    expect(clone[1]!.indexOf("npm test")).toBeGreaterThan(clone[1]!.indexOf("npx exactlock demo"));
+    // All of it on the first screen: before the first js sample and the API.
+    expect(clone.index).toBeLessThan(readme.indexOf("```js"));
+    expect(readme.slice(0, clone.index).split("\n").length).toBeLessThan(60);
   });
 });

@@ -2,16 +2,72 @@
  * Errors a user can meet, each with a stable `code`, and the words that
  * describe a lock's holder. Shaping only: the native core decides.
  */
-import type { HolderInfo, LockFailure } from "../native/index.js";
+import type * as native from "../native/index.js";
+import type { LockFailure } from "../native/index.js";
+
+/** What stands at a lock path: nothing, an owner record, or something else. */
+export type LockState = "free" | "record" | "malformed" | "no_record" | "not_a_lock" | "transient";
+
+/** Whether a recorded owner still runs, as far as this host can tell. */
+export type LockLiveness = "live" | "dead" | "dead_not_reaped" | "pid_reused" | "unknown";
+
+/** Why a lock is (or is not) reclaimable now. */
+export type LockReason =
+  | "free"
+  | "transient"
+  | "not_a_lock"
+  | "no_record_host_aware"
+  | "malformed_record"
+  | "legacy_empty_fresh"
+  | "legacy_empty_aged"
+  | "foreign_host"
+  | "pid_reused"
+  | "owner_alive"
+  | "owner_dead"
+  | "owner_dead_not_reaped"
+  | "owner_previous_boot"
+  | "foreign_pid_namespace"
+  | "foreign_kernel"
+  | "liveness_unknown";
+
+/** Who holds a lock, as the core saw it (`FileLockAcquireError.holderInfo`, `onContended`). */
+export interface HolderInfo extends Omit<native.HolderInfo, "state" | "liveness" | "reason"> {
+  state: LockState;
+  liveness?: LockLiveness;
+  reason: LockReason;
+}
+
+/** The codes of exactlock's own failures (see the README's troubleshooting table). */
+export type FileLockOwnCode =
+  | "ELOCKED"
+  | "ETIMEDOUT"
+  | "ENOPROC"
+  | "EDEADLK"
+  | "ERELEASED"
+  | "ERELEASING"
+  | "EMISSING"
+  | "EOWNERCHANGED"
+  | "EPUBLISH";
+
+/** An OS error name as the failing syscall gave it: EACCES, EPERM, EROFS, ENOSPC, EIO, ELOOP, EBUSY, EXDEV… */
+export type ErrnoCode = `E${Uppercase<string>}`;
+
+/** The `code` of a {@link FileLockError}. */
+export type FileLockErrorCode = FileLockOwnCode | ErrnoCode;
+
+/** The core's description of a holder, with its words typed (they come from a fixed set). */
+export function holderInfoOf(holder: native.HolderInfo): HolderInfo {
+  return holder as HolderInfo;
+}
 
 /** Any failure of exactlock that is not an argument error. */
 export class FileLockError extends Error {
-  readonly code: string;
+  readonly code: FileLockErrorCode;
   readonly lockPath?: string;
   constructor(code: string, message: string, lockPath?: string) {
     super(message);
     this.name = "FileLockError";
-    this.code = code;
+    this.code = code as FileLockErrorCode;
     if (lockPath !== undefined) this.lockPath = lockPath;
   }
 }
@@ -26,7 +82,13 @@ export class FileLockAcquireError extends FileLockError {
   readonly holder: string;
   /** The same, as data (pid, liveness, host, …). */
   readonly holderInfo?: HolderInfo;
-  constructor(filePath: string, lockPath: string, attempts: number, holderInfo?: HolderInfo, hostAware = false) {
+  constructor(
+    filePath: string,
+    lockPath: string,
+    attempts: number,
+    holderInfo?: HolderInfo | native.HolderInfo,
+    hostAware = false,
+  ) {
     const holder = describeHolder(holderInfo, hostAware);
     super(
       "ELOCKED",
@@ -38,12 +100,12 @@ export class FileLockAcquireError extends FileLockError {
     this.filePath = filePath;
     this.attempts = attempts;
     this.holder = holder;
-    if (holderInfo !== undefined) this.holderInfo = holderInfo;
+    if (holderInfo !== undefined) this.holderInfo = holderInfoOf(holderInfo);
   }
 }
 
 /** What to do about a lock that could not be had, by who holds it. */
-function acquireAdvice(holder: HolderInfo | undefined, hostAware: boolean): string {
+function acquireAdvice(holder: HolderInfo | native.HolderInfo | undefined, hostAware: boolean): string {
   if (holder?.state === "record" && holder.foreign) {
     if (!holder.ownerHostId && hostAware) {
       return (
@@ -97,7 +159,7 @@ function since(timestamp: number | undefined | null): string {
 }
 
 /** One sentence naming who holds a lock. */
-export function describeHolder(holder: HolderInfo | undefined | null, hostAware = false): string {
+export function describeHolder(holder: HolderInfo | native.HolderInfo | undefined | null, hostAware = false): string {
   if (holder != null && typeof holder !== "object") {
     throw argumentTypeError(`holder must be an object, null or undefined; received type ${typeof holder}`);
   }

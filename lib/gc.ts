@@ -3,7 +3,7 @@
  * garbage collectors. Nothing here removes by pathname alone.
  */
 import * as native from "../native/index.js";
-import { describeHolder, errorFromFailure } from "./errors.js";
+import { describeHolder, errorFromFailure, type LockLiveness, type LockReason, type LockState } from "./errors.js";
 import { DEFAULT_STALE_MS, FILE_LOCK_OPTION_KEYS } from "./options.js";
 import {
   validateDirIdentity,
@@ -127,13 +127,12 @@ export async function genericFileLockDirIsStale(
   return (await genericFileLockDirStaleVerdict(lockDir, staleMs, ownerHostId)).stale;
 }
 
-export type LockLiveness = "live" | "dead" | "dead_not_reaped" | "pid_reused" | "unknown";
+export type { LockLiveness };
 
 export interface LockInspection {
   filePath: string;
   lockPath: string;
-  /** `free`, `record`, `malformed`, `no_record`, `not_a_lock`, `transient`. */
-  state: "free" | "record" | "malformed" | "no_record" | "not_a_lock" | "transient";
+  state: LockState;
   /** The holder's record, when there is a valid one. */
   holder?: {
     pid: number;
@@ -146,7 +145,7 @@ export interface LockInspection {
   };
   /** Whether a waiter with the same options would reclaim it now, and why. */
   stale: boolean;
-  reason: string;
+  reason: LockReason;
   /** One sentence, as an error message would put it. */
   description: string;
 }
@@ -173,7 +172,7 @@ export async function inspectLock(filePath: string, options?: InspectOptions): P
     lockPath: result.lockPath,
     state: info.state as LockInspection["state"],
     stale: info.stale,
-    reason: info.reason,
+    reason: info.reason as LockReason,
     description: info.state === "free" ? "free" : describeHolder(info, hosts.ownerHostId !== undefined),
   };
   if (info.state === "record" && info.pid != null && info.timestamp != null) {

@@ -22,8 +22,17 @@ export {
   type FileLockStagingStatus,
   type FileLockStagingProbe,
 } from "./debris.js";
-export { FileLockAcquireError, FileLockError, describeHolder } from "./errors.js";
-export type { HolderInfo, LockFailure } from "../native/index.js";
+export {
+  FileLockAcquireError,
+  FileLockError,
+  describeHolder,
+  type ErrnoCode,
+  type FileLockErrorCode,
+  type FileLockOwnCode,
+  type HolderInfo,
+  type LockReason,
+  type LockState,
+} from "./errors.js";
 export type { ContendedHolder, FileLockOptions } from "./options.js";
 export {
   readFileLockInfoForGc,

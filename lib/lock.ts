@@ -10,6 +10,7 @@ import {
   FileLockAcquireError,
   FileLockError,
   errorFromFailure,
+  holderInfoOf,
   releaseErrorFromFailure,
 } from "./errors.js";
 import { type FileLockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
@@ -91,7 +92,7 @@ function contendedFor(
   return (holder: native.HolderInfo) => {
     if (thrown.contended !== undefined) return;
     try {
-      onContended({ ...holder, description: describeHolder(holder, hostAware) });
+      onContended({ ...holderInfoOf(holder), description: describeHolder(holder, hostAware) });
     } catch (error) {
       thrown.contended = error ?? new Error("onContended threw a nullish value");
       if (token !== undefined) native.cancelAcquire(token);

@@ -2,7 +2,7 @@
  * The options of an acquisition: their types, defaults and validation.
  * Every check runs before anything touches the disk.
  */
-import type { HolderInfo } from "../native/index.js";
+import type { HolderInfo } from "./errors.js";
 import {
   validateHostIds,
   validateNonNegative,

@@ -1,7 +1,7 @@
 // `await using`: the release function is also Symbol.asyncDispose.
 // Needs a runtime that parses explicit resource management (Bun, or
 // TypeScript 5.2+ compiled with lib "esnext.disposable"); Node 20 cannot.
-// Run: npx bun examples/await-using.ts
+// Run: npx bun examples/await-using.mts
 import { acquireLock } from "exactlock";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
