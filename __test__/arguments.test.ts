@@ -191,9 +191,6 @@ function unknownOptionRows(call: (options: unknown, dir: string) => unknown): Ro
     row("option lockfilePath", VALUE, /^options\.lockfilePath is not an option of exactlock: the lock is always/, (d) =>
       call({ lockfilePath: `${d}/x.lock` }, d),
     ),
-    row("option onCompromised", VALUE, /^options\.onCompromised is not an option of exactlock: .*release\(\)/, (d) =>
-      call({ onCompromised: () => {} }, d),
-    ),
     row("option timeout", VALUE, /^options\.timeout is not an option of exactlock: the waiting budget is retries × retryDelayMs/, (d) =>
       call({ timeout: 1000 }, d),
     ),
@@ -229,6 +226,9 @@ function lockOptionRows(call: (options: unknown, dir: string) => unknown): Row[]
     ),
     row('onContended "log"', TYPE, /^onContended must be a function; received type string \("log"\)$/, (d) =>
       call({ onContended: "log" }, d),
+    ),
+    row("onCompromised true", TYPE, /^onCompromised must be a function; received type boolean \(true\)$/, (d) =>
+      call({ onCompromised: true }, d),
     ),
   ];
 }

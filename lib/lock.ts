@@ -16,8 +16,13 @@ import {
 import { type FileLockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
 import { validateCount, validateFilePath, validateFunction, validateOptionalCount, validateString } from "./validate.js";
 
-/** Releases the lock; also `await using`-disposable. */
-export type LockRelease = (() => Promise<void>) & AsyncDisposable;
+/**
+ * Releases the lock; also `await using`-disposable. Its `signal` aborts —
+ * with a {@link FileLockError} `EMISSING` (removed) or `EOWNERCHANGED`
+ * (replaced) — the moment someone else removes or replaces the held lock;
+ * it is watched (inotify) only once `signal` is read, until the release.
+ */
+export type LockRelease = (() => Promise<void>) & AsyncDisposable & { readonly signal: AbortSignal };
 
 export const FILE_LOCK_RELEASE_RETRY_ATTEMPTS = 5;
 export const FILE_LOCK_RELEASE_RETRY_DELAY_MS = 10;
@@ -128,14 +133,90 @@ const ASYNC_DISPOSE_KEYS: readonly symbol[] = [
   ),
 ];
 
-function makeRelease(generation: string, lockPath: string, inline: boolean): LockRelease {
+/** The error a lost lock is reported with: removed, or replaced (by whom when known). */
+function lossError(loss: native.LockLoss): FileLockError {
+  const what =
+    loss.code === "EMISSING"
+      ? "was removed"
+      : `was replaced by ${loss.pid != null ? `pid ${loss.pid}'s lock` : "another owner's lock"}`;
+  return new FileLockError(
+    loss.code,
+    `The lock ${loss.lockPath} ${what} while this process held it: what it guards is no longer protected; ` +
+      "stop writing, find what removed it, and acquire it again.",
+    loss.lockPath,
+  );
+}
+
+/**
+ * Watches a held generation for its loss while someone listens: started by
+ * the first read of `release.signal` or by `onCompromised`, stopped by the
+ * release (which would otherwise look like a loss).
+ */
+class LossListeners {
+  private handle: number | null | undefined;
+  private controller: AbortController | undefined;
+  private lost: FileLockError | undefined;
+
+  constructor(
+    private readonly generation: string,
+    private readonly onCompromised: ((error: FileLockError) => void) | undefined,
+  ) {
+    if (onCompromised) this.start();
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.lost) this.controller.abort(this.lost);
+      else this.start();
+    }
+    return this.controller.signal;
+  }
+
+  stop(): void {
+    if (this.handle != null) native.unwatchHeldLockNative(this.handle);
+    this.handle = null;
+  }
+
+  private start(): void {
+    if (this.handle !== undefined) return;
+    this.handle = native.watchHeldLockNative(this.generation, (loss) => this.report(lossError(loss)));
+  }
+
+  private report(error: FileLockError): void {
+    if (this.lost || this.handle === null) return;
+    this.lost = error;
+    this.controller?.abort(error);
+    if (this.onCompromised) {
+      const onCompromised = this.onCompromised;
+      try {
+        onCompromised(error);
+      } catch (thrown) {
+        // As any callback's throw: an uncaught exception, not a lost one.
+        process.nextTick(() => {
+          throw thrown;
+        });
+      }
+    }
+  }
+}
+
+function makeRelease(
+  generation: string,
+  lockPath: string,
+  inline: boolean,
+  onCompromised: ((error: FileLockError) => void) | undefined,
+): LockRelease {
   let inflight: Promise<void> | undefined;
+  const listeners = new LossListeners(generation, onCompromised);
   const release = (() => {
+    listeners.stop();
     inflight ??= releaseGeneration(generation, lockPath, inline).finally(() => {
       inflight = undefined;
     });
     return inflight;
   }) as LockRelease;
+  Object.defineProperty(release, "signal", { get: () => listeners.signal, enumerable: true });
   for (const key of ASYNC_DISPOSE_KEYS) (release as unknown as Record<symbol, unknown>)[key] = release;
   return release;
 }
@@ -211,7 +292,7 @@ async function acquire(
     throw acquireError(path, resolved, result.failure!, signal, thrown);
   }
   const { generation, lockPath } = result.lock;
-  const release = makeRelease(generation, lockPath, resolved.inlineFastPath);
+  const release = makeRelease(generation, lockPath, resolved.inlineFastPath, resolved.onCompromised);
   if (resolved.onAcquired) await runOnAcquired(resolved.onAcquired, release);
   return { release, generation };
 }

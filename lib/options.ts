@@ -2,7 +2,7 @@
  * The options of an acquisition: their types, defaults and validation.
  * Every check runs before anything touches the disk.
  */
-import type { HolderInfo } from "./errors.js";
+import type { FileLockError, HolderInfo } from "./errors.js";
 import {
   validateHostIds,
   validateNonNegative,
@@ -34,6 +34,13 @@ export interface FileLockOptions {
    * acquisition stops and rejects with that error.
    */
   onContended?: (holder: ContendedHolder) => void;
+  /**
+   * Called once if the held lock is removed or replaced by someone else
+   * while held (proper-lockfile's name), with a `FileLockError` `EMISSING`
+   * or `EOWNERCHANGED`; watched by inotify from acquisition to release. A
+   * throw is an uncaught exception. `release.signal` tells the same.
+   */
+  onCompromised?: (error: FileLockError) => void;
   /** A stable identity of this host, for volumes shared between machines. */
   ownerHostId?: string;
   /** Earlier identities of THIS host, whose records count as local. */
@@ -60,6 +67,7 @@ export const FILE_LOCK_OPTION_KEYS = [
   "signal",
   "onAcquired",
   "onContended",
+  "onCompromised",
   "ownerHostId",
   "previousOwnerHostIds",
   "inlineFastPath",
@@ -77,6 +85,7 @@ export interface ResolvedOptions {
   signal?: AbortSignal;
   onAcquired?: () => void;
   onContended?: (holder: ContendedHolder) => void;
+  onCompromised?: (error: FileLockError) => void;
   ownerHostId?: string;
   previousOwnerHostIds: string[];
   inlineFastPath: boolean;
@@ -98,5 +107,7 @@ export function resolveOptions(options: FileLockOptions | undefined): ResolvedOp
   if (onAcquired) resolved.onAcquired = onAcquired;
   const onContended = validateOptionalFunction<(holder: ContendedHolder) => void>(given.onContended, "onContended");
   if (onContended) resolved.onContended = onContended;
+  const onCompromised = validateOptionalFunction<(error: FileLockError) => void>(given.onCompromised, "onCompromised");
+  if (onCompromised) resolved.onCompromised = onCompromised;
   return resolved;
 }

@@ -143,7 +143,6 @@ const OPTION_HINTS: Readonly<Record<string, string>> = {
   update: "exactlock keeps no heartbeat: a live holder is never displaced, whatever the time",
   realpath: "paths need no resolving: a lock is keyed by its parent directory's identity, so aliases name the same lock",
   lockfilePath: "the lock is always the directory `${filePath}.lock`",
-  onCompromised: "a lock removed or replaced under its holder is reported by release(), which rejects with EMISSING or EFENCED",
   timeout: "the waiting budget is retries × retryDelayMs; or pass signal: AbortSignal.timeout(ms)",
   wait: "the waiting budget is retries × retryDelayMs; or pass signal: AbortSignal.timeout(ms)",
 };

@@ -22,3 +22,29 @@ pub fn listing(dir: &Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// Acquires `dir/f` on this thread (the lock is free, and the directory is
+/// taken to have earned the inline path); the generation's id.
+pub fn acquire_free(dir: &Path) -> u64 {
+    use crate::lock::acquire::{AcquireOptions, acquire_first_attempt};
+    use crate::lock::{fastpath, table};
+    use std::time::Duration;
+    fastpath::learn(dir, Some(true), Duration::ZERO);
+    let options = std::sync::Arc::new(AcquireOptions {
+        file_path: dir.join("f"),
+        retries: 0.0,
+        retry_delay: Duration::from_millis(1),
+        stale_ms: 10_000.0,
+        policy: Default::default(),
+        cancel: Default::default(),
+        after_parent_mkdir: None,
+        sequence: table::next_id(),
+        held_by_caller: Vec::new(),
+        on_contended: None,
+    });
+    acquire_first_attempt(options)
+        .unwrap()
+        .expect("a free lock is taken by the first attempt")
+        .take()
+        .id
+}

@@ -205,3 +205,31 @@ describe("hot path under Bun", () => {
     expect(fs.readdirSync(root)).toEqual([]);
   });
 });
+
+describe("under Bun: the habits of other libraries", () => {
+  it("release.signal aborts with EMISSING when the held lock is removed by someone else", async () => {
+    const file = tempFile();
+    const release = await acquireLock(file);
+    const aborted = new Promise<unknown>((resolve) =>
+      release.signal.addEventListener("abort", () => resolve(release.signal.reason), { once: true }),
+    );
+    fs.rmSync(`${file}.lock`, { recursive: true });
+    const reason = await aborted;
+    expect(reason).toBeInstanceOf(FileLockError);
+    expect((reason as FileLockError).code).toBe("EMISSING");
+    await release().catch(() => {});
+  });
+
+  it("a nested withFileLock of the same lock is EDEADLK at once; onContended names the holder", async () => {
+    const file = tempFile();
+    const error = await withFileLock(file, () => withFileLock(file, async () => 0).catch((e: unknown) => e));
+    expect((error as FileLockError).code).toBe("EDEADLK");
+    const first = await acquireLock(file);
+    const seen: number[] = [];
+    const waiting = acquireLock(file, { onContended: (holder) => void seen.push(holder.pid!) });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await first();
+    await (await waiting)();
+    expect(seen).toEqual([process.pid]);
+  });
+});

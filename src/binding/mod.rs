@@ -4,6 +4,7 @@
 mod debris;
 mod env;
 mod lock;
+mod lost;
 mod primitives;
 
 use napi_derive::napi;

@@ -10,6 +10,7 @@ pub mod fastpath;
 pub mod gc;
 pub mod guard;
 pub mod identity;
+pub mod lost;
 pub mod observe;
 #[cfg(test)]
 mod proptests;

@@ -351,33 +351,7 @@ fn holds_our_root(parent: BorrowedFd<'_>, path: &std::path::Path, generation: &G
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lock::acquire::{AcquireOptions, acquire_first_attempt};
-    use crate::testutil::{listing, tempdir};
-    use std::path::Path;
-    use std::time::Duration;
-
-    /// Acquires `dir/f` on this thread (the lock is free, and the
-    /// directory is taken to have earned the inline path).
-    fn acquire_free(dir: &Path) -> u64 {
-        fastpath::learn(dir, Some(true), Duration::ZERO);
-        let options = std::sync::Arc::new(AcquireOptions {
-            file_path: dir.join("f"),
-            retries: 0.0,
-            retry_delay: Duration::from_millis(1),
-            stale_ms: 10_000.0,
-            policy: Default::default(),
-            cancel: Default::default(),
-            after_parent_mkdir: None,
-            sequence: table::next_id(),
-            held_by_caller: Vec::new(),
-            on_contended: None,
-        });
-        acquire_first_attempt(options)
-            .unwrap()
-            .expect("a free lock is taken by the first attempt")
-            .take()
-            .id
-    }
+    use crate::testutil::{acquire_free, listing, tempdir};
 
     #[test]
     fn untouched_lock_is_released_by_the_first_attempt() {

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
-use rustix::fd::{BorrowedFd, OwnedFd};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags};
@@ -62,6 +62,25 @@ impl Wake {
 
     fn fd(&self) -> Option<&OwnedFd> {
         self.fd.get().and_then(Option::as_ref)
+    }
+
+    /// The armed eventfd, for a thread that polls it beside descriptors of
+    /// its own; `None` if none could be made.
+    pub fn pollable(&self) -> Option<BorrowedFd<'_>> {
+        self.fd().map(|fd| fd.as_fd())
+    }
+
+    /// Whether a signal is pending on the armed eventfd (not consumed).
+    pub fn is_signalled(&self) -> bool {
+        let Some(fd) = self.fd() else {
+            return false;
+        };
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        rustix::event::poll(&mut fds, Some(&zero)).is_ok_and(|ready| ready > 0)
     }
 
     /// Wakes the waiter, wherever it waits (a stored permit if it is not

@@ -1,0 +1,119 @@
+/**
+ * A holder is told the moment its lock is lost: `release.signal` aborts
+ * and `onCompromised` is called when someone else removes or replaces the
+ * held lock — watched by inotify only while someone listens, and no watch
+ * is left after the release.
+ */
+import { execFile } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { acquireLock, FileLockError, type LockRelease } from "../lib/index.ts";
+import { cleanup, makeRoot, rejectionOf, sleep, waitUntil } from "./helpers.ts";
+
+afterEach(cleanup);
+
+/** inotify instances this process holds open. */
+function inotifyInstances(): number {
+  return fs
+    .readdirSync("/proc/self/fd")
+    .filter((fd) => {
+      try {
+        return fs.readlinkSync(`/proc/self/fd/${fd}`) === "anon_inode:inotify";
+      } catch {
+        return false;
+      }
+    }).length;
+}
+
+/** Runs a real command; resolves with the time it exited. */
+function external(command: string, args: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    execFile(command, args, (error) => (error ? reject(error) : resolve(performance.now())));
+  });
+}
+
+/** When `signal` aborts (performance.now()), and with what. */
+function abortOf(signal: AbortSignal): Promise<{ at: number; reason: any }> {
+  return new Promise((resolve) => {
+    signal.addEventListener("abort", () => resolve({ at: performance.now(), reason: signal.reason }), { once: true });
+  });
+}
+
+describe("release.signal", () => {
+  it("aborts within 50 ms of an external rm -rf of the held lock, with EMISSING naming it", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const release = await acquireLock(file);
+    const aborted = abortOf(release.signal);
+    await sleep(50);
+    expect(release.signal.aborted).toBe(false);
+    const removedAt = await external("rm", ["-rf", `${file}.lock`]);
+    const { at, reason } = await aborted;
+    expect(at - removedAt).toBeLessThan(50);
+    expect(reason).toBeInstanceOf(FileLockError);
+    expect(reason).toMatchObject({ code: "EMISSING", lockPath: `${file}.lock` });
+    expect(reason.message).toContain(`The lock ${file}.lock was removed while this process held it`);
+    expect((await rejectionOf(release())).code).toBe("EMISSING");
+  });
+
+  it("aborts within 50 ms when another process rewrites the record, with EOWNERCHANGED naming the new pid", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const release = await acquireLock(file);
+    const aborted = abortOf(release.signal);
+    const record = JSON.stringify({ pid: 4242, timestamp: Date.now(), owner_token: "someone-else" });
+    const replacedAt = await external("sh", ["-c", `printf '%s' '${record}' > "$0"`, `${file}.lock/info`]);
+    const { at, reason } = await aborted;
+    expect(at - replacedAt).toBeLessThan(50);
+    expect(reason).toMatchObject({ code: "EOWNERCHANGED", lockPath: `${file}.lock` });
+    expect(reason.message).toContain("was replaced by pid 4242's lock");
+    expect((await rejectionOf(release())).code).toBe("EOWNERCHANGED");
+  });
+
+  it("does not abort for the holder's own release, for neighbours' files, or for the same bytes written again", async () => {
+    const root = makeRoot();
+    const file = path.join(root, "state.json");
+    const release = await acquireLock(file);
+    const { signal } = release;
+    fs.writeFileSync(path.join(root, "state.json"), "{}");
+    fs.renameSync(path.join(root, "state.json"), path.join(root, "other.json"));
+    const info = path.join(`${file}.lock`, "info");
+    fs.writeFileSync(info, fs.readFileSync(info));
+    await sleep(100);
+    expect(signal.aborted).toBe(false);
+    await release();
+    await sleep(100);
+    expect(signal.aborted).toBe(false);
+  });
+
+  it("watches only while someone listens: no inotify instance until signal is read, none left after the release", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const before = inotifyInstances();
+    const release: LockRelease = await acquireLock(file);
+    expect(inotifyInstances()).toBe(before);
+    void release.signal;
+    expect(inotifyInstances()).toBe(before + 1);
+    await release();
+    await waitUntil(() => inotifyInstances() === before, 2_000, "the watch's inotify instance closed");
+  });
+});
+
+describe("onCompromised", () => {
+  it("is called once, at the loss, with the same error; a release without a loss never calls it", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const calls: FileLockError[] = [];
+    const kept = await acquireLock(file, { onCompromised: (error) => calls.push(error) });
+    await kept();
+    await sleep(50);
+    expect(calls).toEqual([]);
+    const release = await acquireLock(file, { onCompromised: (error) => calls.push(error) });
+    const removedAt = await external("rm", ["-rf", `${file}.lock`]);
+    await waitUntil(() => calls.length > 0, 2_000, "onCompromised");
+    expect(performance.now() - removedAt).toBeLessThan(500);
+    expect(calls[0]).toMatchObject({ code: "EMISSING" });
+    expect(release.signal.aborted).toBe(true);
+    expect(release.signal.reason).toBe(calls[0]);
+    await sleep(50);
+    expect(calls).toHaveLength(1);
+    await rejectionOf(release());
+  });
+});
