@@ -39,7 +39,7 @@ use crate::fs::tree::{self, TreeSnapshot};
 use crate::lock::debris;
 use crate::lock::fastpath;
 use crate::lock::guard::{self, Guarded};
-use crate::lock::observe::{Observation, glance_record, observe};
+use crate::lock::observe::{Observation, Owner, glance_record, observe};
 use crate::lock::publish::{
     Publication, PublishError, Published, Staged, StagedPublication, Takeover, publish,
     publish_over,
@@ -464,6 +464,7 @@ fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
             return Contended::Settled;
         }
         attempts.progress.count_attempt();
+        crate::debug!("attempt on {}", attempts.lock_path.display());
         if let Err(error) = attempts.run_hook() {
             attempts.staged = None;
             answer.settle(Err(error));
@@ -476,6 +477,7 @@ fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
                 return Contended::Settled;
             }
             Ok(Step::Won(claim)) => {
+                crate::debug!("acquired {}", attempts.lock_path.display());
                 // Nothing of this acquisition stays on disk once the caller
                 // has the lock: a staging it did not use goes first.
                 attempts.staged = None;
@@ -513,11 +515,31 @@ fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
             return Contended::Settled;
         }
         let delay = fallback_sleep(attempts.options.retry_delay).min(remaining);
-        wait::sleep(
+        crate::debug!(
+            "waiting for {}: up to {} ms, woken by {}{}this process, or the timer",
+            attempts.lock_path.display(),
+            delay.as_millis(),
+            if attempts.watch.is_some() {
+                "inotify, "
+            } else {
+                ""
+            },
+            if exit.is_some() {
+                "the holder's pidfd, "
+            } else {
+                ""
+            },
+        );
+        let woken = wait::sleep(
             attempts.watch.as_ref(),
             exit.as_ref().map(|fd| fd.as_fd()),
             &attempts.wake,
             delay,
+        );
+        crate::debug!(
+            "woken on {}: {}",
+            attempts.lock_path.display(),
+            woken.as_str()
         );
     }
 }
@@ -551,6 +573,18 @@ fn fallback_sleep(retry_delay: Duration) -> Duration {
 /// The fallback sleep of a waiter whose `retryDelayMs` is 0 (the default delay).
 const ZERO_DELAY_FALLBACK: Duration = Duration::from_millis(100);
 
+/// Who an observation shows, for `NODE_DEBUG=exactlock`.
+fn observed_owner(observation: &Observation) -> String {
+    match observation {
+        Observation::Lock {
+            owner: Owner::Valid { record, .. },
+            ..
+        } => format!("pid {}", record.pid),
+        Observation::Missing => "nothing".into(),
+        _ => "no valid record".into(),
+    }
+}
+
 /// A budget no waiter outlives (about 31 years): `retries: Infinity`.
 const UNBOUNDED_BUDGET_SECS: f64 = 1e9;
 
@@ -566,7 +600,13 @@ impl Attempts {
         release::retry_pending(&key);
         let record = self.record();
         match self.try_publish(parent.as_fd(), &record) {
-            Ok(Some(published)) => Ok(Some(self.held(key, parent, published, record))),
+            Ok(Some(published)) => {
+                crate::debug!(
+                    "acquired {} (free, on the calling thread)",
+                    self.lock_path.display()
+                );
+                Ok(Some(self.held(key, parent, published, record)))
+            }
             // Held, or the parent vanished meanwhile: the full state machine
             // knows what to do with either.
             Ok(None) | Err(PublishError::Os(Errno::NOENT)) => Ok(None),
@@ -865,6 +905,11 @@ impl Attempts {
         let observation = observe(parent, &self.lock_name)
             .map_err(|e| self.io(e.0, "cannot read the lock's owner record"))?;
         let verdict = self.judge(&observation);
+        crate::debug!(
+            "verdict on {} ({}): {verdict}",
+            self.lock_path.display(),
+            observed_owner(&observation)
+        );
         match &observation {
             Observation::Missing => return Ok(Judged::Retry),
             Observation::Lock { snapshot, .. } if verdict.stale => {
@@ -889,6 +934,11 @@ impl Attempts {
         if verdict.stale {
             return None;
         }
+        crate::debug!(
+            "verdict on {} (pid {}): {verdict}",
+            self.lock_path.display(),
+            record.pid
+        );
         self.reap_while_contended(parent);
         Some(describe_record(record, verdict, &self.options.policy))
     }
@@ -925,8 +975,15 @@ impl Attempts {
             // us through the watch.
             Guarded::Busy => return Ok(Judged::Held(self.holder_now(parent))),
         };
+        crate::debug!(
+            "reclaiming {}: exchanging the judged directory for ours",
+            self.lock_path.display()
+        );
         match publish_over(parent, &self.lock_name, record, judged) {
-            Ok(Takeover::Published(published)) => return Ok(Judged::Won(published)),
+            Ok(Takeover::Published(published)) => {
+                crate::debug!("reclaimed {}", self.lock_path.display());
+                return Ok(Judged::Won(published));
+            }
             Ok(Takeover::NotJudged) | Ok(Takeover::Vanished) => return Ok(Judged::Retry),
             Ok(Takeover::Undeletable(code)) => {
                 return Ok(Judged::Held(self.holder_now(parent).unremovable(code)));
@@ -941,6 +998,15 @@ impl Attempts {
         // cannot remove a non-empty successor.
         let outcome = tree::remove_tree_in_place_at(parent, &self.lock_name, judged);
         drop(guard);
+        crate::debug!(
+            "reclaiming {} in place (no exchange here): {}",
+            self.lock_path.display(),
+            if outcome.ok {
+                "removed"
+            } else {
+                outcome.code.unwrap_or("failed")
+            }
+        );
         let retry = outcome.ok
             || matches!(
                 outcome.code,

@@ -151,7 +151,18 @@ fn begin_error(error: BeginRelease) -> ReleaseError {
 /// One removal attempt: the release's outcome, or why another attempt is
 /// worth making.
 fn attempt(generation: &Generation) -> Result<Result<(), ReleaseError>, Removal> {
-    match remove_generation(generation) {
+    let outcome = remove_generation(generation);
+    crate::debug!(
+        "release of {}: {}",
+        generation.lock_path.display(),
+        match &outcome {
+            Ok(()) => "released",
+            Err(Removal::Missing) => "missing (removed by someone else)",
+            Err(Removal::OwnerChanged) => "another owner's lock stands there (left alone; retried)",
+            Err(Removal::Transient(code)) => code,
+        }
+    );
+    match outcome {
         Ok(()) => {
             table::forget(generation.id);
             Ok(Ok(()))
@@ -173,6 +184,9 @@ fn give_up(id: u64, last: Removal) -> ReleaseError {
     match last {
         Removal::Transient(code) => {
             table::mark_release_pending(id);
+            crate::debug!(
+                "release gave up ({code}): the lock stays fenced to generation {id}; the next acquisition retries it"
+            );
             ReleaseError::Pending(code)
         }
         _ => {

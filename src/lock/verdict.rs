@@ -242,6 +242,22 @@ pub struct Verdict {
     pub liveness: Option<Liveness>,
 }
 
+/// As `NODE_DEBUG=exactlock` shows a verdict: `stale (owner_dead, dead)`.
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let verdict = if self.stale { "stale" } else { "not stale" };
+        match self.liveness {
+            Some(liveness) => write!(
+                f,
+                "{verdict} ({}, {})",
+                self.reason.as_str(),
+                liveness.as_str()
+            ),
+            None => write!(f, "{verdict} ({})", self.reason.as_str()),
+        }
+    }
+}
+
 impl Verdict {
     fn keep(reason: Reason) -> Self {
         Verdict {

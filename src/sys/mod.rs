@@ -3,6 +3,7 @@
 //! errno names, and the fault-injection seam. Nothing here knows what a
 //! lock directory is.
 
+pub mod debug;
 pub mod errno;
 pub mod faults;
 pub mod incarnation;

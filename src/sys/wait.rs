@@ -212,16 +212,17 @@ pub fn sleep(
     holder: Option<BorrowedFd<'_>>,
     wake: &Wake,
     timeout: Duration,
-) {
+) -> Woken {
     let deadline = std::time::Instant::now() + timeout;
-    loop {
+    let woken = loop {
         let mut fds = Vec::with_capacity(3);
         if let Some(watch) = watch {
             fds.push(PollFd::new(&watch.fd, PollFlags::IN));
         }
-        if let Some(holder) = holder {
+        let holder_at = holder.map(|holder| {
             fds.push(PollFd::from_borrowed_fd(holder, PollFlags::IN));
-        }
+            fds.len() - 1
+        });
         if let Some(fd) = wake.fd() {
             fds.push(PollFd::new(fd, PollFlags::IN));
         }
@@ -233,23 +234,55 @@ pub fn sleep(
         match rustix::event::poll(&mut fds, Some(&left)) {
             Err(Errno::INTR) => continue,
             // Timed out, or poll failed: the caller looks.
-            Ok(0) | Err(_) => break,
+            Ok(0) | Err(_) => break Woken::Timeout,
             Ok(_) => {}
         }
         // Anything but the watch (the holder exited, a signal) ends the
         // sleep; the watch only when an event concerns the lock's name.
+        let holder_exited = holder_at.is_some_and(|at| !fds[at].revents().is_empty());
         let watch_only = watch.is_some() && fds.iter().skip(1).all(|fd| fd.revents().is_empty());
         drop(fds);
-        if !watch_only || watch.is_some_and(Watch::relevant_events) {
-            break;
+        if holder_exited {
+            break Woken::HolderExited;
         }
-    }
+        if !watch_only {
+            break Woken::Signalled;
+        }
+        if watch.is_some_and(Watch::relevant_events) {
+            break Woken::NameChanged;
+        }
+    };
     // Consume what woke us, so the next sleep waits for something new
     // (the pidfd stays readable once its process exited; it is not
     // waited on again).
     wake.drain();
     if let Some(watch) = watch {
         let _ = watch.relevant_events();
+    }
+    woken
+}
+
+/// What ended a head's [`sleep`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Woken {
+    /// The lock's name went away (or its directory moved): look again.
+    NameChanged,
+    /// The holder's pidfd: it exited.
+    HolderExited,
+    /// This process signalled (a hand-over, an abort, a teardown).
+    Signalled,
+    /// `retryDelayMs` passed with no event (or `poll` failed).
+    Timeout,
+}
+
+impl Woken {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Woken::NameChanged => "the lock's name changed",
+            Woken::HolderExited => "the holder exited",
+            Woken::Signalled => "a signal from this process",
+            Woken::Timeout => "the fallback timer",
+        }
     }
 }
 

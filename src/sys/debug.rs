@@ -1,0 +1,77 @@
+//! `NODE_DEBUG=exactlock`: each decision of the core on stderr, in the
+//! format of Node's `util.debuglog` (`EXACTLOCK <pid>: <message>`), so one
+//! switch shows a stuck lock's story next to Node's own sections.
+//!
+//! The environment is read once, at the first decision: `NODE_DEBUG` is a
+//! comma- or space-separated list of section names, case-insensitive, where
+//! `*` matches any run of characters (`exact*`, `*`), as Node reads it.
+
+use std::sync::OnceLock;
+
+/// Whether decisions are logged.
+pub fn enabled() -> bool {
+    static ENABLED: OnceLock<bool> = OnceLock::new();
+    *ENABLED.get_or_init(|| {
+        std::env::var("NODE_DEBUG").is_ok_and(|value| names_section(&value, "exactlock"))
+    })
+}
+
+/// Whether the `NODE_DEBUG` value `list` names `section`.
+fn names_section(list: &str, section: &str) -> bool {
+    list.split([',', ' ', '\t'])
+        .filter(|name| !name.is_empty())
+        .any(|name| glob_matches(&name.to_ascii_lowercase(), section))
+}
+
+/// `pattern` (with `*` for any run of characters) against the whole of `text`.
+fn glob_matches(pattern: &str, text: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == text,
+        Some((head, rest)) => {
+            let Some(tail) = text.strip_prefix(head) else {
+                return false;
+            };
+            (0..=tail.len())
+                .any(|skip| tail.is_char_boundary(skip) && glob_matches(rest, &tail[skip..]))
+        }
+    }
+}
+
+/// Writes one decision (only when [`enabled`]; use [`debug!`](crate::debug)).
+pub fn write(message: std::fmt::Arguments<'_>) {
+    eprintln!("EXACTLOCK {}: {message}", std::process::id());
+}
+
+/// Logs a decision under `NODE_DEBUG=exactlock`; the arguments are not even
+/// formatted otherwise.
+#[macro_export]
+macro_rules! debug {
+    ($($arg:tt)*) => {
+        if $crate::sys::debug::enabled() {
+            $crate::sys::debug::write(format_args!($($arg)*));
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_debug_lists_are_read_as_node_reads_them() {
+        for list in [
+            "exactlock",
+            "EXACTLOCK",
+            "net,exactlock",
+            "http exactlock",
+            "exact*",
+            "*",
+            "*lock",
+        ] {
+            assert!(names_section(list, "exactlock"), "{list}");
+        }
+        for list in ["", "net", "exactlocks", "exact", "lock*", "net,http"] {
+            assert!(!names_section(list, "exactlock"), "{list}");
+        }
+    }
+}
