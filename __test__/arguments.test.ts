@@ -372,6 +372,34 @@ const TABLE: Record<string, Entry> = {
       ...lockOptionRows((o, d) => exactlock.withFileLock(fileIn(d), withFn, o as never)),
     ],
   },
+  acquireLockSync: {
+    mode: "sync",
+    rows: [
+      ...absolutePathRows("filePath", (v) => exactlock.acquireLockSync(v as string)),
+      ...lockOptionRows((o, d) => exactlock.acquireLockSync(fileIn(d), o as never)).filter(
+        // (a signal or onContended of the wrong type fails as in acquireLock, below)
+        (r) => !r.label.startsWith("signal") && !r.label.startsWith("onContended"),
+      ),
+      row("signal (any AbortSignal)", VALUE, /^signal cannot serve a synchronous acquisition: it needs the event loop/, (d) =>
+        exactlock.acquireLockSync(fileIn(d), { signal: new AbortController().signal }),
+      ),
+      row("onContended (any function)", VALUE, /^onContended cannot serve a synchronous acquisition/, (d) =>
+        exactlock.acquireLockSync(fileIn(d), { onContended: () => {} }),
+      ),
+    ],
+  },
+  withFileLockSync: {
+    mode: "sync",
+    rows: [
+      ...absolutePathRows("filePath", (v) => exactlock.withFileLockSync(v as string, () => 0)),
+      row("fn undefined", TYPE, /^fn must be a function; received undefined$/, (d) =>
+        exactlock.withFileLockSync(fileIn(d), undefined as never),
+      ),
+      ...lockOptionRows((o, d) => exactlock.withFileLockSync(fileIn(d), () => 0, o as never)).filter(
+        (r) => !r.label.startsWith("signal") && !r.label.startsWith("onContended"),
+      ),
+    ],
+  },
   inspectLock: {
     mode: "async",
     rows: [

@@ -277,15 +277,7 @@ async function acquire(
   const resolved = resolveOptions(options);
   const { signal } = resolved;
   if (signal?.aborted) throw abortReason(signal);
-  const request: native.AcquireRequest = {
-    filePath: path,
-    retries: resolved.retries,
-    retryDelayMs: resolved.retryDelayMs,
-    staleMs: resolved.staleMs,
-    ownerHostId: resolved.ownerHostId,
-    previousOwnerHostIds: resolved.previousOwnerHostIds,
-    heldByCaller: heldByChain.getStore()?.slice(),
-  };
+  const request = requestOf(path, resolved);
   const thrown: { error?: unknown; contended?: unknown } = {};
   const result = firstAttempt(request, resolved) ?? (await waitForLock(request, resolved, thrown));
   if (!result.lock) {
@@ -295,6 +287,19 @@ async function acquire(
   const release = makeRelease(generation, lockPath, resolved.inlineFastPath, resolved.onCompromised);
   if (resolved.onAcquired) await runOnAcquired(resolved.onAcquired, release);
   return { release, generation };
+}
+
+/** What the core is asked for: the validated options, and the locks the caller's chain holds. */
+function requestOf(path: string, resolved: ResolvedOptions): native.AcquireRequest {
+  return {
+    filePath: path,
+    retries: resolved.retries,
+    retryDelayMs: resolved.retryDelayMs,
+    staleMs: resolved.staleMs,
+    ownerHostId: resolved.ownerHostId,
+    previousOwnerHostIds: resolved.previousOwnerHostIds,
+    heldByCaller: heldByChain.getStore()?.slice(),
+  };
 }
 
 /**
@@ -369,6 +374,101 @@ export async function withFileLock<T>(
   }
   await release();
   return result;
+}
+
+/** Releases a lock taken by {@link acquireLockSync}, on the calling thread; also `using`-disposable. */
+export type LockReleaseSync = (() => void) & Disposable & { readonly signal: AbortSignal };
+
+/** The keys `using` may look a disposer up by (see {@link ASYNC_DISPOSE_KEYS}). */
+const DISPOSE_KEYS: readonly symbol[] = [
+  ...new Set(
+    [Symbol.dispose, Symbol.for("nodejs.dispose"), Symbol.for("Symbol.dispose")].filter(
+      (key): key is symbol => typeof key === "symbol",
+    ),
+  ),
+];
+
+/**
+ * Acquires the lock for `filePath` on the calling thread, which it BLOCKS
+ * while the lock is held by another process (up to the budget,
+ * `retries × retryDelayMs`; `Infinity` blocks until it is won): for
+ * scripts and exit paths. It never waits for this process — if this
+ * process already holds the lock or waits for it (from any thread), it
+ * throws `EDEADLK` at once rather than block the thread that may have to
+ * release it. No `signal` or `onContended` (they need the event loop this
+ * call blocks). Throws the typed errors {@link acquireLock} rejects with.
+ */
+export function acquireLockSync(filePath: string, options?: FileLockOptions): LockReleaseSync {
+  return acquireSync(filePath, options).release;
+}
+
+/** {@link acquireLockSync}, also naming the generation won. */
+function acquireSync(
+  filePath: string,
+  options: FileLockOptions | undefined,
+): { release: LockReleaseSync; generation: string } {
+  const path = validateFilePath(filePath);
+  const resolved = resolveOptions(options);
+  refuseAsyncOnly(resolved);
+  const request = requestOf(path, resolved);
+  const result = native.acquireLockSyncNative(request);
+  if (!result.lock) throw acquireError(path, resolved, result.failure!, undefined, {});
+  const { generation, lockPath } = result.lock;
+  const listeners = new LossListeners(generation, resolved.onCompromised);
+  let released = false;
+  const release = (() => {
+    listeners.stop();
+    const failure = native.releaseLockSyncNative(generation);
+    released = true;
+    if (failure) throw releaseErrorFromFailure(failure, lockPath);
+  }) as LockReleaseSync;
+  Object.defineProperty(release, "signal", { get: () => listeners.signal, enumerable: true });
+  for (const key of DISPOSE_KEYS) (release as unknown as Record<symbol, unknown>)[key] = release;
+  if (resolved.onAcquired) {
+    try {
+      resolved.onAcquired();
+    } catch (error) {
+      if (!released) release();
+      throw error;
+    }
+  }
+  return { release, generation };
+}
+
+/**
+ * Runs `fn` while holding the lock for `filePath`, all on the calling
+ * thread (see {@link acquireLockSync}: it blocks while it waits), and
+ * releases it whether `fn` returns or throws. A nested acquisition of the
+ * same lock inside `fn` is `EDEADLK`.
+ */
+export function withFileLockSync<T>(filePath: string, fn: () => T, options?: FileLockOptions): T {
+  validateFunction(fn, "fn");
+  const { release, generation } = acquireSync(filePath, options);
+  const chain = [...(heldByChain.getStore() ?? []), generation];
+  let result: T;
+  try {
+    result = heldByChain.run(chain, fn);
+  } catch (operationError) {
+    try {
+      release();
+    } catch (releaseError) {
+      throw new AggregateError([operationError, releaseError], "File lock operation and release both failed.");
+    }
+    throw operationError;
+  }
+  release();
+  return result;
+}
+
+/** The options that need the event loop a synchronous acquisition blocks. */
+function refuseAsyncOnly(options: ResolvedOptions): void {
+  for (const name of ["signal", "onContended"] as const) {
+    if (options[name] !== undefined) {
+      throw argumentError(
+        `${name} cannot serve a synchronous acquisition: it needs the event loop that acquireLockSync blocks; use acquireLock`,
+      );
+    }
+  }
 }
 
 /**

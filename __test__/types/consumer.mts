@@ -4,6 +4,9 @@
 // it when they stop being errors).
 import {
   acquireLock,
+  acquireLockSync,
+  type LockReleaseSync,
+  withFileLockSync,
   type ContendedHolder,
   type ErrnoCode,
   FileLockAcquireError,
@@ -76,6 +79,12 @@ const options: FileLockOptions = {
 // @ts-expect-error -- proper-lockfile's name is not an option here
 const stale: FileLockOptions = { stale: 10_000 };
 void [options, stale];
+
+// The synchronous API: a plain value, a disposable release.
+const synced: number = withFileLockSync("/tmp/f", () => 7);
+const releaseSync: LockReleaseSync = acquireLockSync("/tmp/f", { retries: 0 });
+releaseSync[Symbol.dispose]();
+void synced;
 
 const inspection: Promise<LockInspection> = inspectLock("/tmp/f");
 const locked: Promise<boolean> = isLocked("/tmp/f");

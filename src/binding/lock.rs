@@ -321,6 +321,30 @@ pub fn acquire_lock_native<'env>(
     Ok(promise)
 }
 
+/// Acquires a lock on the calling thread, blocking it while it waits for
+/// another process (`acquireLockSync`); never waits for this process
+/// (EDEADLK instead: see [`acquire::acquire_blocking`]).
+#[napi]
+pub fn acquire_lock_sync_native(env: Env, request: AcquireRequest) -> Result<AcquireResult> {
+    let sequence = crate::lock::table::next_id();
+    let arrival = crate::lock::table::arrive();
+    let scope = scope_of(&env)?;
+    let options = options_of(request, Arc::default(), None, None, sequence);
+    Ok(acquire_result(
+        &scope,
+        acquire::acquire_blocking(options, arrival).map(Some),
+    ))
+}
+
+/// Releases on the calling thread (`releaseSync`): the failure, or `null`.
+#[napi]
+pub fn release_lock_sync_native(generation: String) -> Option<LockFailure> {
+    let Ok(id) = generation.parse::<u64>() else {
+        return Some(release_failure(ReleaseError::Unknown));
+    };
+    release::release_blocking(id).err().map(release_failure)
+}
+
 type Resolver = Box<dyn FnOnce(Env) -> Result<AcquireResult> + Send>;
 
 /// The promise of one acquisition, settled from whichever thread gets

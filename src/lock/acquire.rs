@@ -27,7 +27,7 @@ use std::future::Future;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -285,6 +285,9 @@ struct Attempts {
     reaped_while_contended: bool,
     /// Whether `on_contended` was told.
     announced: bool,
+    /// A synchronous acquisition: it blocks its caller's thread, so it
+    /// never waits for anything of its own process (see [`acquire_blocking`]).
+    blocking: bool,
 }
 
 /// Acquires the lock for `options.file_path` and settles `answer`.
@@ -313,6 +316,56 @@ pub async fn acquire(
         answer,
     };
     guard.run(attempts).await;
+}
+
+/// A synchronous acquisition (`acquireLockSync`): the whole state machine
+/// on the calling thread, which it blocks while it waits — for another
+/// process, within the budget. It never waits for its own process: another
+/// acquisition of this process ahead in the queue, or a generation of this
+/// process holding the lock, may need the very thread it would block (their
+/// JavaScript runs there) to ever finish; that is `EDEADLK` at once, so it
+/// neither deadlocks nor overtakes them.
+pub fn acquire_blocking(
+    options: Arc<AcquireOptions>,
+    arrival: table::Arrival,
+) -> Result<Claim, AcquireError> {
+    let mut attempts = Attempts::new(options)?;
+    attempts.arrival = Some(arrival);
+    attempts.blocking = true;
+    let answer = BlockingAnswer::default();
+    match contend(attempts, &answer) {
+        Contended::Settled => answer.take(),
+        Contended::NotHead(attempts) => Err(attempts.would_block_its_own_process()),
+    }
+}
+
+/// The answer of a synchronous acquisition: kept for its caller to take.
+#[derive(Default)]
+struct BlockingAnswer(Mutex<Option<Result<Claim, AcquireError>>>);
+
+impl BlockingAnswer {
+    fn take(&self) -> Result<Claim, AcquireError> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or(Err(AcquireError::Aborted))
+    }
+}
+
+impl Answer for BlockingAnswer {
+    fn settle(&self, outcome: Result<Claim, AcquireError>) -> bool {
+        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_some() {
+            return false;
+        }
+        *slot = Some(outcome);
+        true
+    }
+
+    fn is_settled(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
 }
 
 /// One attempt made on the caller's thread, for the uncontended case: make
@@ -639,6 +692,7 @@ impl Attempts {
             staged: None,
             reaped_while_contended: false,
             announced: false,
+            blocking: false,
         })
     }
 
@@ -683,6 +737,9 @@ impl Attempts {
     fn attempt_at(&mut self, parent: OwnedFd) -> Result<Step, AcquireError> {
         let key = self.key_of(parent.as_fd())?;
         self.refuse_if_held_by_caller(&key)?;
+        if self.blocking && table::held_here(&key) {
+            return Err(self.would_block_its_own_process());
+        }
         debris::reap_once(parent.as_fd(), &key.parent, &self.options.policy);
         self.join_queue(&key);
         if !table::is_head(&self.place.as_ref().expect("joined").0) {
@@ -768,6 +825,20 @@ impl Attempts {
     fn key_of(&self, parent: BorrowedFd<'_>) -> Result<LockKey, AcquireError> {
         LockKey::of(parent, &self.lock_name)
             .map_err(|errno| self.io(errno, "cannot read the lock's parent directory"))
+    }
+
+    /// Why a synchronous acquisition refuses to wait for its own process.
+    fn would_block_its_own_process(&self) -> AcquireError {
+        AcquireError::Io {
+            lock_path: self.lock_path.clone(),
+            code: "EDEADLK",
+            message: format!(
+                "Failed to acquire file lock at {} synchronously: this process already holds it or \
+                 waits for it, and blocking this thread could keep that holder from ever releasing \
+                 it; release it first, or use acquireLock (async) to queue behind it.",
+                self.lock_path.display()
+            ),
+        }
     }
 
     /// Tells `on_contended` who holds the lock, the first time only.

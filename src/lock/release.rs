@@ -125,20 +125,25 @@ pub async fn release(id: u64, continued: bool) -> Result<(), ReleaseError> {
 /// and pauses as [`release`]. A generation that still cannot be removed
 /// stays fenced (release pending), as after a failed release.
 pub fn give_back(id: u64) {
-    let Ok(generation) = table::begin_release(id) else {
-        return;
-    };
+    let _ = release_blocking(id);
+}
+
+/// Releases generation `id` on the calling thread, which it blocks for the
+/// attempts and the pauses between them (`releaseSync`, and
+/// [`give_back`]): the same outcomes as [`release`].
+pub fn release_blocking(id: u64) -> Result<(), ReleaseError> {
+    let generation = table::begin_release(id).map_err(begin_error)?;
     let mut last = Removal::Transient("unknown");
     for number in 0..RELEASE_RETRY_ATTEMPTS {
         if number > 0 {
             std::thread::sleep(Duration::from_millis(RELEASE_RETRY_DELAY_MS));
         }
         match attempt(&generation) {
-            Ok(_) => return,
+            Ok(done) => return done,
             Err(removal) => last = removal,
         }
     }
-    give_up(generation.id, last);
+    Err(give_up(generation.id, last))
 }
 
 fn begin_error(error: BeginRelease) -> ReleaseError {

@@ -198,6 +198,14 @@ pub fn held(id: u64) -> Option<Arc<Generation>> {
         .map(|entry| entry.generation.clone())
 }
 
+/// Whether a generation of this process holds the lock `key` (any thread).
+pub fn held_here(key: &LockKey) -> bool {
+    table()
+        .generations
+        .values()
+        .any(|entry| entry.status == Status::Held && entry.generation.key == *key)
+}
+
 /// Fences a generation whose release failed transiently.
 pub fn mark_release_pending(id: u64) {
     if let Some(entry) = table().generations.get_mut(&id) {

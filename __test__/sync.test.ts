@@ -1,0 +1,141 @@
+/**
+ * The synchronous API: acquireLockSync / withFileLockSync block the
+ * calling thread while another process holds the lock, honour the budget,
+ * throw the same typed errors, exclude the async API across processes, and
+ * never wait for their own process (EDEADLK instead of a deadlock).
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  acquireLock,
+  acquireLockSync,
+  FileLockAcquireError,
+  FileLockError,
+  withFileLock,
+  withFileLockSync,
+} from "../lib/index.ts";
+import { canonicalRecord, cleanup, deadPid, makeRoot, startFixture, writeLock } from "./helpers.ts";
+
+afterEach(cleanup);
+
+/** A holder in another process that releases by itself after `ms`. */
+async function holderFor(file: string, ms: number) {
+  const holder = startFixture("hold.mjs", [file]);
+  expect(await holder.nextLine()).toMatch(/^held \d+$/);
+  setTimeout(() => holder.send("release"), ms);
+  return holder;
+}
+
+describe("acquireLockSync", () => {
+  it("takes a free lock and gives it back, also through Symbol.dispose; a second release is ERELEASED", () => {
+    const file = path.join(makeRoot(), "state.json");
+    const release = acquireLockSync(file);
+    expect(JSON.parse(fs.readFileSync(`${file}.lock/info`, "utf8")).pid).toBe(process.pid);
+    release();
+    expect(fs.existsSync(`${file}.lock`)).toBe(false);
+    expect(() => release()).toThrow(expect.objectContaining({ code: "ERELEASED" }));
+    const disposable = acquireLockSync(file);
+    disposable[Symbol.dispose]();
+    expect(fs.existsSync(`${file}.lock`)).toBe(false);
+  });
+
+  it("reclaims a dead owner's lock at once", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    writeLock(file, canonicalRecord(await deadPid()));
+    const release = acquireLockSync(file, { retries: 0 });
+    release();
+  });
+
+  it("blocks this thread while another process holds the lock, and takes it when that one releases", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    // This thread is blocked while it waits: the holder releases on a timer of its own.
+    const holder = startFixture("hold.mjs", [file, "{}", "400"]);
+    expect(await holder.nextLine()).toMatch(/^held/);
+    const started = performance.now();
+    const release = acquireLockSync(file, { retries: 100, retryDelayMs: 100 });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(250);
+    expect(JSON.parse(fs.readFileSync(`${file}.lock/info`, "utf8")).pid).toBe(process.pid);
+    release();
+  });
+
+  it("throws FileLockAcquireError (ELOCKED, a FileLockError) naming the holder when the budget is spent", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const holder = await holderFor(file, 60_000);
+    const started = performance.now();
+    let error: unknown;
+    try {
+      acquireLockSync(file, { retries: 3, retryDelayMs: 100 });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(performance.now() - started).toBeGreaterThanOrEqual(250);
+    expect(error).toBeInstanceOf(FileLockAcquireError);
+    expect(error).toBeInstanceOf(FileLockError);
+    expect((error as FileLockAcquireError).holderInfo?.pid).toBe(holder.child.pid);
+  });
+
+  it("never waits for its own process: EDEADLK at once while an async acquisition holds or waits for the lock", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const release = await acquireLock(file);
+    const started = performance.now();
+    expect(() => acquireLockSync(file, { retries: 100, retryDelayMs: 100 })).toThrow(
+      expect.objectContaining({ code: "EDEADLK", lockPath: `${file}.lock` }),
+    );
+    const waiting = acquireLock(file, { retries: 100, retryDelayMs: 100 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await release();
+    const second = await waiting;
+    // An async waiter queued: still refused, never overtaken.
+    const queued = acquireLock(file, { retries: 100, retryDelayMs: 100 });
+    expect(() => acquireLockSync(file)).toThrow(expect.objectContaining({ code: "EDEADLK" }));
+    expect(performance.now() - started).toBeLessThan(2_000);
+    await second();
+    await (await queued)();
+    // Free again: the synchronous call takes it.
+    acquireLockSync(file)();
+  });
+});
+
+describe("withFileLockSync", () => {
+  it("returns fn's value, releases when fn throws, and refuses a nested acquisition of the same lock", () => {
+    const file = path.join(makeRoot(), "state.json");
+    expect(withFileLockSync(file, () => 42)).toBe(42);
+    expect(() =>
+      withFileLockSync(file, () => {
+        throw new Error("body failed");
+      }),
+    ).toThrow("body failed");
+    expect(fs.existsSync(`${file}.lock`)).toBe(false);
+    const nested = withFileLockSync(file, () => {
+      try {
+        withFileLockSync(file, () => 0);
+      } catch (error) {
+        return error as FileLockError;
+      }
+      return undefined;
+    });
+    expect(nested?.code).toBe("EDEADLK");
+  });
+
+  it("serializes with withFileLock across processes: a mixed counter of 2 sync and 2 async processes loses no update", async () => {
+    const root = makeRoot();
+    const file = path.join(root, "counter.json");
+    const counter = path.join(root, "counter.txt");
+    fs.writeFileSync(counter, "0");
+    const marker = path.join(root, "inside");
+    const modes = ["sync", "async", "sync", "async"];
+    const workers = modes.map((mode) => startFixture("counter-worker.mjs", [file, counter, marker, "100", mode]));
+    for (const worker of workers) expect(await worker.nextLine()).toBe("ready");
+    for (const worker of workers) worker.send("go");
+    const reports = await Promise.all(workers.map(async (worker) => JSON.parse(await worker.nextLine())));
+    expect(reports.map((report) => report.violations)).toEqual([0, 0, 0, 0]);
+    expect(reports.map((report) => report.sections)).toEqual([100, 100, 100, 100]);
+    expect(Number(fs.readFileSync(counter, "utf8"))).toBe(400);
+    // And in one process: the sync API beside async callers of another lock.
+    const other = path.join(root, "other.json");
+    await withFileLock(other, async () => {
+      expect(withFileLockSync(file, () => "inside")).toBe("inside");
+    });
+  }, 120_000);
+});
