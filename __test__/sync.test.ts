@@ -97,6 +97,25 @@ describe("acquireLockSync", () => {
   });
 });
 
+describe("sync and async in one process", () => {
+  it("serialize: an async acquisition waits while the sync one holds, and takes the lock at its release", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const order: string[] = [];
+    const releaseSync = acquireLockSync(file);
+    order.push("sync holds");
+    const waiting = acquireLock(file, { retries: 100, retryDelayMs: 100 }).then((release) => {
+      order.push("async holds");
+      return release;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(order).toEqual(["sync holds"]);
+    releaseSync();
+    order.push("sync released");
+    await (await waiting)();
+    expect(order).toEqual(["sync holds", "sync released", "async holds"]);
+  });
+});
+
 describe("withFileLockSync", () => {
   it("returns fn's value, releases when fn throws, and refuses a nested acquisition of the same lock", () => {
     const file = path.join(makeRoot(), "state.json");
