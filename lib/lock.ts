@@ -208,15 +208,19 @@ function makeRelease(
   onCompromised: ((error: FileLockError) => void) | undefined,
 ): LockRelease {
   let inflight: Promise<void> | undefined;
-  const listeners = new LossListeners(generation, onCompromised);
+  // Made only when someone listens: most holders never ask.
+  let listeners = onCompromised ? new LossListeners(generation, onCompromised) : undefined;
   const release = (() => {
-    listeners.stop();
+    listeners?.stop();
     inflight ??= releaseGeneration(generation, lockPath, inline).finally(() => {
       inflight = undefined;
     });
     return inflight;
   }) as LockRelease;
-  Object.defineProperty(release, "signal", { get: () => listeners.signal, enumerable: true });
+  Object.defineProperty(release, "signal", {
+    get: () => (listeners ??= new LossListeners(generation, undefined)).signal,
+    enumerable: true,
+  });
   for (const key of ASYNC_DISPOSE_KEYS) (release as unknown as Record<symbol, unknown>)[key] = release;
   return release;
 }
@@ -414,15 +418,18 @@ function acquireSync(
   const result = native.acquireLockSyncNative(request);
   if (!result.lock) throw acquireError(path, resolved, result.failure!, undefined, {});
   const { generation, lockPath } = result.lock;
-  const listeners = new LossListeners(generation, resolved.onCompromised);
+  let listeners = resolved.onCompromised ? new LossListeners(generation, resolved.onCompromised) : undefined;
   let released = false;
   const release = (() => {
-    listeners.stop();
+    listeners?.stop();
     const failure = native.releaseLockSyncNative(generation);
     released = true;
     if (failure) throw releaseErrorFromFailure(failure, lockPath);
   }) as LockReleaseSync;
-  Object.defineProperty(release, "signal", { get: () => listeners.signal, enumerable: true });
+  Object.defineProperty(release, "signal", {
+    get: () => (listeners ??= new LossListeners(generation, undefined)).signal,
+    enumerable: true,
+  });
   for (const key of DISPOSE_KEYS) (release as unknown as Record<symbol, unknown>)[key] = release;
   if (resolved.onAcquired) {
     try {
