@@ -87,8 +87,23 @@ describe("README", () => {
     expect(samples.length).toBeGreaterThanOrEqual(Object.keys(EXPECTED).length);
   });
 
-  it("every js/ts code sample is, verbatim, part of a file under examples/ that a test runs", () => {
-    const orphans = samples.filter((sample) => !sources.some((source) => source.includes(sample)));
+  /** A sample's leading import lines, and the code after them. */
+  const split = (sample: string) => {
+    const lines = sample.split("\n");
+    const imports = lines.filter((line, i) => line.startsWith("import ") && lines.slice(0, i).every((l) => l.startsWith("import ")));
+    return { imports, body: lines.slice(imports.length).join("\n").trim() };
+  };
+
+  it("every js/ts code sample starts with its imports", () => {
+    const bare = samples.filter((sample) => split(sample).imports.length === 0);
+    expect(bare).toEqual([]);
+  });
+
+  it("every js/ts code sample is, verbatim, part of a file under examples/ that a test runs: its imports lines of it, its code a run of it", () => {
+    const orphans = samples.filter((sample) => {
+      const { imports, body } = split(sample);
+      return !sources.some((source) => source.includes(body) && imports.every((line) => source.split("\n").includes(line)));
+    });
     expect(orphans).toEqual([]);
   });
 
