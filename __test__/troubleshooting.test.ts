@@ -9,6 +9,7 @@ import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   acquireLock,
+  acquireLockSync,
   FileLockAcquireError,
   FileLockError,
   withFileLock,
@@ -178,5 +179,71 @@ describe("troubleshooting by error code", () => {
     const [body, releaseError] = (error as AggregateError).errors as Error[];
     expect(body!.message).toBe("body failed");
     expect(releaseError!.message).toMatch(/^Failed to release file lock: missing\. .*state\.json\.lock was removed/);
+  });
+
+  it("every error a user can meet says what, where (the lock's path) and what to do", async () => {
+    const file = path.join(dir, "state.json");
+    const lockPath = `${file}.lock`;
+    const errors: [string, unknown][] = [];
+    const failure = async (what: string, run: () => unknown) => {
+      try {
+        await run();
+      } catch (error) {
+        errors.push([what, error]);
+        return;
+      }
+      throw new Error(`${what} did not fail`);
+    };
+    const held = await acquireLock(file);
+    await failure("ELOCKED", () => acquireLock(file, { retries: 0 }));
+    await failure("EDEADLK (sync, own process)", () => acquireLockSync(file));
+    await held();
+    await failure("ERELEASED", () => held());
+    await failure("EDEADLK (nested)", () => withFileLock(file, () => withFileLock(file, () => 0)));
+    const missing = await acquireLock(file);
+    rmSync(lockPath, { recursive: true });
+    await failure("EMISSING", () => missing());
+    const replaced = await acquireLock(file);
+    writeFileSync(path.join(lockPath, "info"), JSON.stringify({ pid: 1, timestamp: 1 }));
+    await failure("EOWNERCHANGED", () => replaced());
+    rmSync(lockPath, { recursive: true });
+    const fenced = await acquireLock(file);
+    injectFaultForTesting("release.remove", "EBUSY", 5);
+    await failure("EBUSY (fenced)", () => fenced());
+    clearFaultsForTesting();
+    await (await acquireLock(file))();
+    injectFaultForTesting("publish.stage", "EACCES");
+    await failure("EACCES", () => acquireLock(file));
+    clearFaultsForTesting();
+    writeFileSync(path.join(dir, "plain"), "");
+    await failure("ENOTDIR", () => acquireLock(path.join(dir, "plain", "state.json")));
+    injectDelayForTesting("attempt", 600, "slow.json", 1);
+    await failure("ETIMEDOUT", () =>
+      acquireLock(path.join(dir, "slow.json"), { inlineFastPath: false, retries: 1, retryDelayMs: 50 }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 800));
+
+    const nextStep = /\b(wait|stop|release|use|acquire|find|check|call|await|fix|free|shorten|lock a file|remove|pass)\b/i;
+    for (const [what, error] of errors) {
+      expect(error, what).toBeInstanceOf(FileLockError);
+      const { message, lockPath: named } = error as FileLockError;
+      expect(named, what).toMatch(/\.lock$/);
+      expect(message, what).toContain(named!);
+      const afterWhere = message.slice(message.indexOf(named!) + named!.length);
+      expect(`${what}: ${message}`).toMatch(nextStep);
+      expect(afterWhere.length, `${what}: ${message}`).toBeGreaterThan(10);
+    }
+    expect(errors.map(([, error]) => (error as FileLockError).code)).toEqual([
+      "ELOCKED",
+      "EDEADLK",
+      "ERELEASED",
+      "EDEADLK",
+      "EMISSING",
+      "EOWNERCHANGED",
+      "EBUSY",
+      "EACCES",
+      "ENOTDIR",
+      "ETIMEDOUT",
+    ]);
   });
 });

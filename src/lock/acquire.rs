@@ -1130,10 +1130,30 @@ fn io_error(lock_path: &Path, errno: Errno, what: &str) -> AcquireError {
         lock_path: lock_path.to_path_buf(),
         code: errno_code(errno),
         message: format!(
-            "Failed to acquire file lock at {}: {what}: {}.",
+            "Failed to acquire file lock at {}: {what}: {}; {}.",
             lock_path.display(),
-            errno_text(errno)
+            errno_text(errno),
+            next_step(errno)
         ),
+    }
+}
+
+/// What a user can do about an acquisition that failed with `errno`.
+fn next_step(errno: Errno) -> &'static str {
+    match errno {
+        Errno::ACCESS | Errno::PERM => {
+            "check the permissions of the lock's directory (and that it is not immutable), or lock \
+             a file in a directory this process may write"
+        }
+        Errno::ROFS => "the filesystem is read-only: lock a file on a writable one",
+        Errno::NOSPC | Errno::DQUOT => "free space or inodes on that filesystem, then retry",
+        Errno::NOTDIR | Errno::NOENT => {
+            "a component of the path is not a directory (or vanished): fix the path"
+        }
+        Errno::NAMETOOLONG => "shorten the path",
+        Errno::LOOP => "a symlink stands where the path needs a directory: fix the path",
+        Errno::MFILE | Errno::NFILE => "this process is out of file descriptors: close some, or raise the limit",
+        _ => "check the filesystem that holds the lock (dmesg, the mount), then retry",
     }
 }
 
