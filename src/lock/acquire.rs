@@ -1152,7 +1152,9 @@ fn next_step(errno: Errno) -> &'static str {
         }
         Errno::NAMETOOLONG => "shorten the path",
         Errno::LOOP => "a symlink stands where the path needs a directory: fix the path",
-        Errno::MFILE | Errno::NFILE => "this process is out of file descriptors: close some, or raise the limit",
+        Errno::MFILE | Errno::NFILE => {
+            "this process is out of file descriptors: close some, or raise the limit"
+        }
         _ => "check the filesystem that holds the lock (dmesg, the mount), then retry",
     }
 }
