@@ -87,4 +87,62 @@ describe("onContended", () => {
     holder.send("exit");
     await holder.exited;
   });
+
+  it("a throw is never lost when the budget runs out first: the acquisition rejects with it, not ELOCKED", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const holder = await spawnHolder(file);
+    for (const options of [{ retries: 0 }, { retries: 1, retryDelayMs: 1 }]) {
+      const refusal = new Error("bail");
+      let calls = 0;
+      const error = await rejectionOf(
+        acquireLock(file, {
+          ...options,
+          onContended: () => {
+            calls++;
+            throw refusal;
+          },
+        }),
+      );
+      expect(error).toBe(refusal);
+      expect(calls).toBe(1);
+    }
+    expect(fs.readdirSync(path.dirname(file))).toEqual(["state.json.lock"]);
+    holder.send("exit");
+    await holder.exited;
+  });
+
+  it("a call that would arrive after the outcome is dropped: the lock won meanwhile is the caller's, never left held", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const first = await acquireLock(file);
+    let calls = 0;
+    const waiting = acquireLock(file, {
+      retries: 1000,
+      retryDelayMs: 10,
+      onContended: () => {
+        calls++;
+        throw new Error("bail");
+      },
+    });
+    // Keep this thread busy so the callback cannot run before the lock frees.
+    const busyUntil = (ms: number) => {
+      const end = performance.now() + ms;
+      while (performance.now() < end) {}
+    };
+    busyUntil(50);
+    const releasing = first();
+    busyUntil(50);
+    await releasing;
+    const outcome = await waiting.then(
+      (release) => ({ release }),
+      (error: Error) => ({ error }),
+    );
+    if ("release" in outcome) {
+      expect(calls).toBe(0);
+      await outcome.release();
+    } else {
+      expect(outcome.error.message).toBe("bail");
+      expect(calls).toBe(1);
+    }
+    expect(fs.readdirSync(path.dirname(file))).toEqual([]);
+  });
 });

@@ -116,6 +116,30 @@ describe("sync and async in one process", () => {
   });
 });
 
+describe("sync never overtakes async", () => {
+  it("an async call made just before (not yet in the queue) is not overtaken: EDEADLK, and the async call gets the lock", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    for (const inlineFastPath of [false, true]) {
+      const order: string[] = [];
+      const first = acquireLock(file, { inlineFastPath }).then((release) => {
+        order.push("async");
+        return release;
+      });
+      let refused: unknown;
+      try {
+        acquireLockSync(file)();
+        order.push("sync");
+      } catch (error) {
+        refused = error;
+      }
+      await (await first)();
+      if (inlineFastPath && order[0] === "sync") throw new Error("sync overtook the async call");
+      if (refused !== undefined) expect((refused as FileLockError).code).toBe("EDEADLK");
+      expect(order[0]).toBe("async");
+    }
+  });
+});
+
 describe("withFileLockSync", () => {
   it("returns fn's value, releases when fn throws, and refuses a nested acquisition of the same lock", () => {
     const file = path.join(makeRoot(), "state.json");

@@ -89,13 +89,17 @@ function wireSignal(signal: AbortSignal | undefined, needed: boolean): { token?:
 function contendedFor(
   options: ResolvedOptions,
   token: number | undefined,
-  thrown: { contended?: unknown },
+  thrown: Thrown,
 ): ((holder: native.HolderInfo) => void) | undefined {
   const { onContended } = options;
   if (!onContended) return undefined;
   const hostAware = options.ownerHostId !== undefined;
   return (holder: native.HolderInfo) => {
-    if (thrown.contended !== undefined) return;
+    // Once, and only while the acquisition is pending: a call queued
+    // before the outcome but delivered after it is dropped (the outcome
+    // then tells the caller, see settleContended).
+    if (thrown.contendedCalled || thrown.settled) return;
+    thrown.contendedCalled = true;
     try {
       onContended({ ...holderInfoOf(holder), description: describeHolder(holder, hostAware) });
     } catch (error) {
@@ -103,6 +107,37 @@ function contendedFor(
       if (token !== undefined) native.cancelAcquire(token);
     }
   };
+}
+
+/** What the callbacks of one acquisition threw, and whether its outcome is known. */
+interface Thrown {
+  error?: unknown;
+  contended?: unknown;
+  contendedCalled?: boolean;
+  settled?: boolean;
+}
+
+/**
+ * Settles `onContended` with the outcome: the core tells the callback from
+ * another thread and does not wait for it, so the outcome can arrive
+ * first. A budget spent on a holder it was never told about tells it now;
+ * a throw wins over any outcome (a lock won meanwhile is given back).
+ */
+async function settleContended(
+  result: native.AcquireResult,
+  contended: ((holder: native.HolderInfo) => void) | undefined,
+  thrown: Thrown,
+  inline: boolean,
+): Promise<void> {
+  if (contended && !thrown.contendedCalled && result.failure?.code === "ELOCKED" && result.failure.holder) {
+    contended(result.failure.holder);
+  }
+  thrown.settled = true;
+  if (thrown.contended === undefined) return;
+  if (result.lock) {
+    await releaseGeneration(result.lock.generation, result.lock.lockPath, inline).catch(() => {});
+  }
+  throw thrown.contended;
 }
 
 /** The test hook as the native core calls it; remembers what it threw. */
@@ -239,9 +274,8 @@ function acquireError(
   options: ResolvedOptions,
   failure: native.LockFailure,
   signal: AbortSignal | undefined,
-  thrown: { error?: unknown; contended?: unknown },
+  thrown: Thrown,
 ): unknown {
-  if (failure.code === "ABORT_ERR" && thrown.contended !== undefined) return thrown.contended;
   if (failure.code === "ABORT_ERR" && signal) return abortReason(signal);
   if (failure.code === "EHOOK" && thrown.error !== undefined) return thrown.error;
   if (failure.code === "ELOCKED") {
@@ -282,7 +316,7 @@ async function acquire(
   const { signal } = resolved;
   if (signal?.aborted) throw abortReason(signal);
   const request = requestOf(path, resolved);
-  const thrown: { error?: unknown; contended?: unknown } = {};
+  const thrown: Thrown = {};
   const result = firstAttempt(request, resolved) ?? (await waitForLock(request, resolved, thrown));
   if (!result.lock) {
     throw acquireError(path, resolved, result.failure!, signal, thrown);
@@ -321,15 +355,14 @@ function firstAttempt(request: native.AcquireRequest, options: ResolvedOptions):
 async function waitForLock(
   request: native.AcquireRequest,
   options: ResolvedOptions,
-  thrown: { error?: unknown; contended?: unknown },
+  thrown: Thrown,
 ): Promise<native.AcquireResult> {
   const wiring = wireSignal(options.signal, options.onContended !== undefined);
+  const contended = contendedFor(options, wiring.token, thrown);
   try {
-    return await native.acquireLockNative(
-      { ...request, cancelToken: wiring.token },
-      hookFor(thrown),
-      contendedFor(options, wiring.token, thrown),
-    );
+    const result = await native.acquireLockNative({ ...request, cancelToken: wiring.token }, hookFor(thrown), contended);
+    await settleContended(result, contended, thrown, options.inlineFastPath);
+    return result;
   } finally {
     wiring.unwire();
   }

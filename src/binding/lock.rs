@@ -327,12 +327,11 @@ pub fn acquire_lock_native<'env>(
 #[napi]
 pub fn acquire_lock_sync_native(env: Env, request: AcquireRequest) -> Result<AcquireResult> {
     let sequence = crate::lock::table::next_id();
-    let arrival = crate::lock::table::arrive();
     let scope = scope_of(&env)?;
     let options = options_of(request, Arc::default(), None, None, sequence);
     Ok(acquire_result(
         &scope,
-        acquire::acquire_blocking(options, arrival).map(Some),
+        acquire::acquire_blocking(options).map(Some),
     ))
 }
 
@@ -831,6 +830,8 @@ pub fn clear_faults_for_testing() {
 /// `npm run bench` runs about 15 % faster than with one worker per core.
 #[napi_derive::module_init]
 fn init_runtime() {
+    // NODE_DEBUG is read when the module loads, as Node reads it at start-up.
+    let _ = crate::sys::debug::enabled();
     if let Ok(runtime) = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("exactlock")

@@ -325,12 +325,10 @@ pub async fn acquire(
 /// process holding the lock, may need the very thread it would block (their
 /// JavaScript runs there) to ever finish; that is `EDEADLK` at once, so it
 /// neither deadlocks nor overtakes them.
-pub fn acquire_blocking(
-    options: Arc<AcquireOptions>,
-    arrival: table::Arrival,
-) -> Result<Claim, AcquireError> {
+pub fn acquire_blocking(options: Arc<AcquireOptions>) -> Result<Claim, AcquireError> {
     let mut attempts = Attempts::new(options)?;
-    attempts.arrival = Some(arrival);
+    // No arrival of its own: it never waits behind anyone of this process,
+    // and counting itself would hide those who are still arriving.
     attempts.blocking = true;
     let answer = BlockingAnswer::default();
     match contend(attempts, &answer) {
@@ -737,7 +735,13 @@ impl Attempts {
     fn attempt_at(&mut self, parent: OwnedFd) -> Result<Step, AcquireError> {
         let key = self.key_of(parent.as_fd())?;
         self.refuse_if_held_by_caller(&key)?;
-        if self.blocking && table::held_here(&key) {
+        // Before joining the queue: anyone of this process holding the lock,
+        // queued for it, or still on the way to its queue (an async call
+        // made just before this one) is never waited for nor overtaken.
+        if self.blocking
+            && self.place.is_none()
+            && (table::held_here(&key) || !table::nobody_waits_for(&key))
+        {
             return Err(self.would_block_its_own_process());
         }
         debris::reap_once(parent.as_fd(), &key.parent, &self.options.policy);

@@ -2,9 +2,9 @@
 //! format of Node's `util.debuglog` (`EXACTLOCK <pid>: <message>`), so one
 //! switch shows a stuck lock's story next to Node's own sections.
 //!
-//! The environment is read once, at the first decision: `NODE_DEBUG` is a
-//! comma- or space-separated list of section names, case-insensitive, where
-//! `*` matches any run of characters (`exact*`, `*`), as Node reads it.
+//! The environment is read once, when the module loads: `NODE_DEBUG` is a
+//! comma-separated list of section names (nothing trimmed), case-insensitive,
+//! where `*` matches any run of characters (`exact*`, `*`), as Node reads it.
 
 use std::sync::OnceLock;
 
@@ -18,8 +18,7 @@ pub fn enabled() -> bool {
 
 /// Whether the `NODE_DEBUG` value `list` names `section`.
 fn names_section(list: &str, section: &str) -> bool {
-    list.split([',', ' ', '\t'])
-        .filter(|name| !name.is_empty())
+    list.split(',')
         .any(|name| glob_matches(&name.to_ascii_lowercase(), section))
 }
 
@@ -63,14 +62,25 @@ mod tests {
             "exactlock",
             "EXACTLOCK",
             "net,exactlock",
-            "http exactlock",
             "exact*",
             "*",
             "*lock",
         ] {
             assert!(names_section(list, "exactlock"), "{list}");
         }
-        for list in ["", "net", "exactlocks", "exact", "lock*", "net,http"] {
+        // Node splits on commas only and trims nothing.
+        for list in [
+            "",
+            "net",
+            "exactlocks",
+            "exact",
+            "lock*",
+            "net,http",
+            "http exactlock",
+            "net, exactlock",
+            " exactlock",
+            "exactlock ",
+        ] {
             assert!(!names_section(list, "exactlock"), "{list}");
         }
     }
