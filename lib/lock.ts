@@ -155,18 +155,34 @@ function hookFor(thrown: { error?: unknown }): ((lockPath: string) => Promise<vo
 }
 
 /**
- * Every key `await using` may look a disposer up by: this realm's
- * `Symbol.asyncDispose`, Node's own registered key, and the key
- * TypeScript's and esbuild's downlevel helpers fall back to in a realm that
- * lacks the symbol (vitest's vmThreads/vmForks pools on Node 20).
+ * Every key `await using` (`name` "asyncDispose") or `using` ("dispose")
+ * may look a disposer up by: this realm's symbol, Node's own registered
+ * key, and the key TypeScript's and esbuild's downlevel helpers fall back
+ * to in a realm that lacks the symbol (vitest's vmThreads/vmForks pools on
+ * Node 20).
  */
-const ASYNC_DISPOSE_KEYS: readonly symbol[] = [
-  ...new Set(
-    [Symbol.asyncDispose, Symbol.for("nodejs.asyncDispose"), Symbol.for("Symbol.asyncDispose")].filter(
-      (key): key is symbol => typeof key === "symbol",
-    ),
-  ),
-];
+function disposeKeys(own: symbol | undefined, name: string): readonly symbol[] {
+  const keys = [own, Symbol.for(`nodejs.${name}`), Symbol.for(`Symbol.${name}`)];
+  return [...new Set(keys.filter((key): key is symbol => typeof key === "symbol"))];
+}
+
+const ASYNC_DISPOSE_KEYS = disposeKeys(Symbol.asyncDispose, "asyncDispose");
+const DISPOSE_KEYS = disposeKeys(Symbol.dispose, "dispose");
+
+/**
+ * Gives a release function what every release carries: its `signal` (the
+ * loss watch `listeners`, which watches nothing until read) and its
+ * dispose keys. The function itself must stop `listeners` first.
+ */
+function equipRelease<R extends () => unknown>(
+  release: R,
+  listeners: LossListeners,
+  keys: readonly symbol[],
+): R & { readonly signal: AbortSignal } {
+  Object.defineProperty(release, "signal", { get: () => listeners.signal, enumerable: true });
+  for (const key of keys) (release as unknown as Record<symbol, unknown>)[key] = release;
+  return release as R & { readonly signal: AbortSignal };
+}
 
 /** The error a lost lock is reported with: removed, or replaced (by whom when known). */
 function lossError(loss: native.LockLoss): FileLockError {
@@ -243,21 +259,15 @@ function makeRelease(
   onCompromised: ((error: FileLockError) => void) | undefined,
 ): LockRelease {
   let inflight: Promise<void> | undefined;
-  // Made only when someone listens: most holders never ask.
-  let listeners = onCompromised ? new LossListeners(generation, onCompromised) : undefined;
-  const release = (() => {
-    listeners?.stop();
+  const listeners = new LossListeners(generation, onCompromised);
+  const release = () => {
+    listeners.stop();
     inflight ??= releaseGeneration(generation, lockPath, inline).finally(() => {
       inflight = undefined;
     });
     return inflight;
-  }) as LockRelease;
-  Object.defineProperty(release, "signal", {
-    get: () => (listeners ??= new LossListeners(generation, undefined)).signal,
-    enumerable: true,
-  });
-  for (const key of ASYNC_DISPOSE_KEYS) (release as unknown as Record<symbol, unknown>)[key] = release;
-  return release;
+  };
+  return equipRelease(release, listeners, ASYNC_DISPOSE_KEYS) as LockRelease;
 }
 
 /** Releases: a first attempt on this thread when `inline`, the retries off it. */
@@ -416,15 +426,6 @@ export async function withFileLock<T>(
 /** Releases a lock taken by {@link acquireLockSync}, on the calling thread; also `using`-disposable. */
 export type LockReleaseSync = (() => void) & Disposable & { readonly signal: AbortSignal };
 
-/** The keys `using` may look a disposer up by (see {@link ASYNC_DISPOSE_KEYS}). */
-const DISPOSE_KEYS: readonly symbol[] = [
-  ...new Set(
-    [Symbol.dispose, Symbol.for("nodejs.dispose"), Symbol.for("Symbol.dispose")].filter(
-      (key): key is symbol => typeof key === "symbol",
-    ),
-  ),
-];
-
 /**
  * Acquires the lock for `filePath` on the calling thread, which it BLOCKS
  * while the lock is held by another process (up to the budget,
@@ -451,24 +452,21 @@ function acquireSync(
   const result = native.acquireLockSyncNative(request);
   if (!result.lock) throw acquireError(path, resolved, result.failure!, undefined, {});
   const { generation, lockPath } = result.lock;
-  let listeners = resolved.onCompromised ? new LossListeners(generation, resolved.onCompromised) : undefined;
-  let released = false;
-  const release = (() => {
-    listeners?.stop();
-    const failure = native.releaseLockSyncNative(generation);
-    released = true;
-    if (failure) throw releaseErrorFromFailure(failure, lockPath);
-  }) as LockReleaseSync;
-  Object.defineProperty(release, "signal", {
-    get: () => (listeners ??= new LossListeners(generation, undefined)).signal,
-    enumerable: true,
-  });
-  for (const key of DISPOSE_KEYS) (release as unknown as Record<symbol, unknown>)[key] = release;
+  const listeners = new LossListeners(generation, resolved.onCompromised);
+  const release = equipRelease(
+    () => {
+      listeners.stop();
+      const failure = native.releaseLockSyncNative(generation);
+      if (failure) throw releaseErrorFromFailure(failure, lockPath);
+    },
+    listeners,
+    DISPOSE_KEYS,
+  ) as LockReleaseSync;
   if (resolved.onAcquired) {
     try {
       resolved.onAcquired();
     } catch (error) {
-      if (!released) release();
+      release();
       throw error;
     }
   }
