@@ -7,7 +7,8 @@
  * is removed — bound to the directory that was judged.
  */
 import * as path from "node:path";
-import * as native from "../native/index.js";
+import type * as Binding from "../native/index.js";
+import { native } from "./native.js";
 import { FileLockError } from "./errors.js";
 import { validateFilePath, validateOptionalBoolean, validateOptionalFunction, validateString } from "./validate.js";
 
@@ -40,7 +41,7 @@ export function fileLockStagingOwnerPid(name: string): number | null {
   return native.stagingOwnerPid(validateString(name, "name")) ?? null;
 }
 
-function resultOf(decision: native.StagingResultJs): FileLockStagingResult {
+function resultOf(decision: Binding.StagingResultJs): FileLockStagingResult {
   const result: FileLockStagingResult = {
     path: decision.path,
     status: decision.status,

@@ -2,7 +2,8 @@
  * Read-only inspection and identity-bound removal, for status displays and
  * garbage collectors. Nothing here removes by pathname alone.
  */
-import * as native from "../native/index.js";
+import type * as Binding from "../native/index.js";
+import { native } from "./native.js";
 import { describeHolder, errorFromFailure, type LockLiveness, type LockReason, type LockState } from "./errors.js";
 import { DEFAULT_STALE_MS, FILE_LOCK_OPTION_KEYS } from "./options.js";
 import {
@@ -60,7 +61,7 @@ export interface FileLockGcObservation {
  */
 const authority = new WeakMap<object, GenericFileLockDirIdentity>();
 
-function dropUndefined(record: native.OwnerRecordJs): FileLockOwnerToken {
+function dropUndefined(record: Binding.OwnerRecordJs): FileLockOwnerToken {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(record)) if (value !== undefined && value !== null) out[key] = value;
   return out as unknown as FileLockOwnerToken;
@@ -99,7 +100,7 @@ export async function removeFileLockDirForGc(
   const identity = preVerdictIdentity ?? authority.get(expected);
   // Without an identity nothing is removed: the answer is only `missing`
   // (nothing there) or `owner_changed`.
-  const removal = await native.removeLockDirForGcNative(path, expected as native.OwnerRecordJs, identity);
+  const removal = await native.removeLockDirForGcNative(path, expected as Binding.OwnerRecordJs, identity);
   return removal as FileLockGcRemoval;
 }
 

@@ -54,7 +54,7 @@ export {
   type LockLiveness,
   type InspectOptions,
 } from "./gc.js";
-import * as native from "../native/index.js";
+import { native } from "./native.js";
 
 /** The version of the native core. */
 export const nativeVersion: () => string = native.nativeVersion;

@@ -3,7 +3,8 @@
  * native core, shape its answer. Read top to bottom, one step per function.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import * as native from "../native/index.js";
+import type * as Binding from "../native/index.js";
+import { native } from "./native.js";
 import {
   argumentError,
   describeHolder,
@@ -90,11 +91,11 @@ function contendedFor(
   options: ResolvedOptions,
   token: number | undefined,
   thrown: Thrown,
-): ((holder: native.HolderInfo) => void) | undefined {
+): ((holder: Binding.HolderInfo) => void) | undefined {
   const { onContended } = options;
   if (!onContended) return undefined;
   const hostAware = options.ownerHostId !== undefined;
-  return (holder: native.HolderInfo) => {
+  return (holder: Binding.HolderInfo) => {
     // Once, and only while the acquisition is pending: a call queued
     // before the outcome but delivered after it is dropped (the outcome
     // then tells the caller, see settleContended).
@@ -124,8 +125,8 @@ interface Thrown {
  * a throw wins over any outcome (a lock won meanwhile is given back).
  */
 async function settleContended(
-  result: native.AcquireResult,
-  contended: ((holder: native.HolderInfo) => void) | undefined,
+  result: Binding.AcquireResult,
+  contended: ((holder: Binding.HolderInfo) => void) | undefined,
   thrown: Thrown,
   inline: boolean,
 ): Promise<void> {
@@ -185,7 +186,7 @@ function equipRelease<R extends () => unknown>(
 }
 
 /** The error a lost lock is reported with: removed, or replaced (by whom when known). */
-function lossError(loss: native.LockLoss): FileLockError {
+function lossError(loss: Binding.LockLoss): FileLockError {
   const what =
     loss.code === "EMISSING"
       ? "was removed"
@@ -272,7 +273,7 @@ function makeRelease(
 
 /** Releases: a first attempt on this thread when `inline`, the retries off it. */
 async function releaseGeneration(generation: string, lockPath: string, inline: boolean): Promise<void> {
-  let failure: native.LockFailure | null | undefined;
+  let failure: Binding.LockFailure | null | undefined;
   const first = inline ? native.releaseFirstAttemptNative(generation) : undefined;
   if (first?.done) failure = first.failure;
   else failure = await native.releaseLockNative(generation, first !== undefined && !first.deferred);
@@ -282,7 +283,7 @@ async function releaseGeneration(generation: string, lockPath: string, inline: b
 function acquireError(
   filePath: string,
   options: ResolvedOptions,
-  failure: native.LockFailure,
+  failure: Binding.LockFailure,
   signal: AbortSignal | undefined,
   thrown: Thrown,
 ): unknown {
@@ -338,7 +339,7 @@ async function acquire(
 }
 
 /** What the core is asked for: the validated options, and the locks the caller's chain holds. */
-function requestOf(path: string, resolved: ResolvedOptions): native.AcquireRequest {
+function requestOf(path: string, resolved: ResolvedOptions): Binding.AcquireRequest {
   return {
     filePath: path,
     retries: resolved.retries,
@@ -355,7 +356,7 @@ function requestOf(path: string, resolved: ResolvedOptions): native.AcquireReque
  * when the lock is not free (the test hook must be awaited, so it turns
  * the fast path off).
  */
-function firstAttempt(request: native.AcquireRequest, options: ResolvedOptions): native.AcquireResult | undefined {
+function firstAttempt(request: Binding.AcquireRequest, options: ResolvedOptions): Binding.AcquireResult | undefined {
   if (!options.inlineFastPath || FileLockTestHooks.afterParentMkdir) return undefined;
   const result = native.acquireFirstAttemptNative(request);
   return result.lock || result.failure ? result : undefined;
@@ -363,10 +364,10 @@ function firstAttempt(request: native.AcquireRequest, options: ResolvedOptions):
 
 /** The full acquisition off this thread: attempts, judging, waiting. */
 async function waitForLock(
-  request: native.AcquireRequest,
+  request: Binding.AcquireRequest,
   options: ResolvedOptions,
   thrown: Thrown,
-): Promise<native.AcquireResult> {
+): Promise<Binding.AcquireResult> {
   const wiring = wireSignal(options.signal, options.onContended !== undefined);
   const contended = contendedFor(options, wiring.token, thrown);
   try {

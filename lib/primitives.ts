@@ -10,7 +10,7 @@
  * without the snapshot shape (a TypeError with code `ERR_INVALID_ARG_TYPE`;
  * the async variants reject).
  */
-import * as native from "../native/index.js";
+import { native } from "./native.js";
 import { validateSnapshotShape, validateString } from "./validate.js";
 
 export type NoReplaceMutationState = "not_committed" | "committed" | "unknown";

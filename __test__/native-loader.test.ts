@@ -1,0 +1,88 @@
+import { execFileSync, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { NO_BINARY_CODE, PREBUILT_PLATFORMS, platformName } from "../lib/native.ts";
+
+const ROOT = path.join(__dirname, "..");
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-loader-"));
+afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+/** An installed exactlock without its binary: what npm leaves when the optional platform package was omitted. */
+function installWithoutBinary(): string {
+  const project = path.join(scratch, "project");
+  const pkg = path.join(project, "node_modules", "exactlock");
+  fs.mkdirSync(path.join(pkg, "native"), { recursive: true });
+  fs.cpSync(path.join(ROOT, "dist"), path.join(pkg, "dist"), { recursive: true });
+  fs.copyFileSync(path.join(ROOT, "package.json"), path.join(pkg, "package.json"));
+  for (const file of ["index.js", "index.d.ts"]) {
+    fs.copyFileSync(path.join(ROOT, "native", file), path.join(pkg, "native", file));
+  }
+  return project;
+}
+
+/** Runs `script` with node in `cwd` and returns what it printed as JSON. */
+function runNode(cwd: string, args: string[], script: string): { code?: string; message?: string; loaded?: boolean } {
+  const env = { ...process.env };
+  delete env.NAPI_RS_NATIVE_LIBRARY_PATH;
+  const out = execFileSync(process.execPath, [...args, "-e", script], { cwd, env, encoding: "utf8" });
+  return JSON.parse(out) as { code?: string; message?: string };
+}
+
+const REPORT = (load: string) =>
+  `${load}.then(() => console.log(JSON.stringify({ loaded: true })), (e) => console.log(JSON.stringify({ code: e.code, message: e.message })))`;
+
+describe("loading the native binary", () => {
+  it("names this platform the way the platform packages do", () => {
+    expect(platformName("linux", "x64", true)).toBe("linux-x64-gnu");
+    expect(platformName("linux", "arm64", false)).toBe("linux-arm64-musl");
+    expect(platformName("darwin", "arm64", true)).toBe("darwin-arm64");
+    expect(PREBUILT_PLATFORMS).toContain(platformName());
+  });
+
+  it("lists exactly the platform packages in npm/ and the napi targets", () => {
+    const dirs = fs.readdirSync(path.join(ROOT, "npm")).sort();
+    expect([...PREBUILT_PLATFORMS].sort()).toEqual(dirs);
+    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as { napi: { targets: string[] } };
+    expect(pkg.napi.targets).toHaveLength(dirs.length);
+    for (const dir of dirs) {
+      const platformPkg = JSON.parse(fs.readFileSync(path.join(ROOT, "npm", dir, "package.json"), "utf8"));
+      expect(platformPkg.name).toBe(`exactlock-${dir}`);
+      expect(platformPkg.main).toBe(`exactlock.${dir}.node`);
+      expect(platformPkg.os).toEqual([dir.split("-")[0]]);
+      if (dir.startsWith("linux")) expect(platformPkg.libc).toEqual([dir.endsWith("musl") ? "musl" : "glibc"]);
+    }
+  });
+
+  it("fails with a coded error naming the platform and the fix when the platform package is missing", () => {
+    const project = installWithoutBinary();
+    for (const [args, load] of [
+      [[], `Promise.resolve().then(() => require("exactlock"))`],
+      [["--input-type=module"], `import("exactlock")`],
+    ] as const) {
+      const seen = runNode(project, [...args], REPORT(load));
+      expect(seen.code, JSON.stringify(seen)).toBe(NO_BINARY_CODE);
+      expect(seen.message).toContain(`no native binary loads on ${platformName()}`);
+      expect(seen.message).toContain(`optional dependency exactlock-${platformName()}`);
+      expect(seen.message).toContain("--omit=optional");
+      expect(seen.message).toMatch(/build from source.*Rust toolchain/);
+    }
+  });
+
+  it("fails with the supported list on an architecture nothing is built for", () => {
+    const preload = path.join(scratch, "riscv.cjs");
+    fs.writeFileSync(preload, `Object.defineProperty(process, "arch", { value: "riscv64" });\n`);
+    const seen = runNode(ROOT, ["-r", preload], REPORT(`Promise.resolve().then(() => require("./dist/index.js"))`));
+    expect(seen.code, JSON.stringify(seen)).toBe(NO_BINARY_CODE);
+    expect(seen.message).toContain("no native binary loads on linux-riscv64-gnu");
+    expect(seen.message).toContain(`prebuilt binaries for ${PREBUILT_PLATFORMS.join(", ")} only`);
+    expect(seen.message).toContain("Windows is not supported");
+  });
+
+  it("loads when the binary is there (the control for the two above)", () => {
+    const seen = runNode(ROOT, [], REPORT(`Promise.resolve().then(() => require("./dist/index.js"))`));
+    expect(seen).toEqual({ loaded: true });
+    expect(spawnSync(process.execPath, ["-e", "require('./dist/index.js')"], { cwd: ROOT }).status).toBe(0);
+  });
+});
