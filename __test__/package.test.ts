@@ -19,6 +19,16 @@ describe("package", () => {
     expect(nativeVersion()).toMatch(/^\d+\.\d+\.\d+$/);
   });
 
+  it("publishes no binary and no install script: the platform packages carry the .node", () => {
+    const files = packedFiles();
+    expect(files.filter((file) => file.endsWith(".node"))).toEqual([]);
+    expect(files).toContain("native/index.js");
+    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8"));
+    // The repository's manifest keeps `prepare` for clones; publishing it directly is refused,
+    // and scripts/stage-release.mjs publishes a manifest without any scripts (test:registry checks).
+    expect(pkg.scripts.prepublishOnly).toMatch(/process\.exit\(1\)/);
+  });
+
   it("publishes the LICENSE, and source maps that carry the sources they name", () => {
     const files = packedFiles();
     expect(files).toContain("LICENSE");

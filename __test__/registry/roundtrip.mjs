@@ -1,0 +1,239 @@
+#!/usr/bin/env node
+// The registry round trip: what `npm install exactlock` and `bun add exactlock` do for a user.
+//
+// Stages the packages (scripts/stage-release.mjs: the main package and the platform package
+// built here), starts a throwaway verdaccio on 127.0.0.1 with its storage in a temp dir
+// (exactlock's packages local only, everything else proxied to the npm registry), publishes
+// them, then in fresh projects: `npm install exactlock` with no cargo or rustc on PATH and
+// `bun add exactlock`; checks nothing ran at install; type-checks a strict nodenext consumer
+// (ESM and CommonJS) with tsc and runs its vitest and bun suites, a two-process counter among
+// them. Stops the registry and removes the temp dir on every path.
+//
+//   node __test__/registry/roundtrip.mjs          (npm run test:registry)
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import { createServer } from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.join(HERE, "..", "..");
+const VERDACCIO = "6.0.5"; // 6.10 needs Node 22; 6.0.5 runs on Node 20
+const TOOLS = path.join(ROOT, "node_modules", ".cache", `exactlock-verdaccio-${VERDACCIO}`);
+const BIN = path.join(ROOT, "node_modules", ".bin");
+const repoManifest = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8"));
+const versionOf = (name) => JSON.parse(fs.readFileSync(path.join(ROOT, "node_modules", name, "package.json"), "utf8")).version;
+
+const work = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-registry-"));
+let registry = null;
+
+function step(title) {
+  console.log(`\n== registry round trip: ${title}`);
+}
+
+function check(condition, message) {
+  if (!condition) throw new Error(`registry round trip: ${message}`);
+  console.log(`   ok: ${message}`);
+}
+
+/** Runs a command, echoing it; returns stdout+stderr; throws on a non-zero exit. */
+function run(command, args, options = {}) {
+  const started = performance.now();
+  const result = spawnSync(command, args, { encoding: "utf8", ...options, env: options.env ?? process.env });
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  const output = `${result.stdout ?? ""}${result.stderr ?? ""}`;
+  console.log(`   $ ${path.basename(command)} ${args.join(" ")}  (${seconds} s, ${options.cwd ? path.relative(work, options.cwd) || "." : "repo"})`);
+  if (result.status !== 0) {
+    console.log(output);
+    throw new Error(`registry round trip: \`${path.basename(command)} ${args.join(" ")}\` exited with ${result.status ?? result.signal}`);
+  }
+  return { output, seconds: Number(seconds) };
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function installVerdaccio() {
+  if (fs.existsSync(path.join(TOOLS, "node_modules", "verdaccio", "package.json"))) return;
+  step(`installing verdaccio ${VERDACCIO} into ${path.relative(ROOT, TOOLS)} (once)`);
+  run("npm", ["install", "--no-audit", "--no-fund", "--no-save", "--prefix", TOOLS, `verdaccio@${VERDACCIO}`]);
+}
+
+async function startRegistry() {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}/`;
+  const config = path.join(work, "verdaccio.yaml");
+  fs.writeFileSync(
+    config,
+    [
+      `storage: ${path.join(work, "storage")}`,
+      `auth:\n  htpasswd:\n    file: ${path.join(work, "htpasswd")}\n    max_users: 10`,
+      "uplinks:\n  npmjs:\n    url: https://registry.npmjs.org/",
+      "packages:",
+      // exactlock's own names are never fetched from the public registry: only what we publish here.
+      "  'exactlock':\n    access: $all\n    publish: $authenticated",
+      "  'exactlock-*':\n    access: $all\n    publish: $authenticated",
+      "  '**':\n    access: $all\n    proxy: npmjs",
+      "log: { type: stdout, format: pretty, level: warn }",
+      "",
+    ].join("\n"),
+  );
+  const log = fs.openSync(path.join(work, "verdaccio.log"), "w");
+  const child = spawn(
+    process.execPath,
+    [path.join(TOOLS, "node_modules", "verdaccio", "bin", "verdaccio"), "--config", config, "--listen", `127.0.0.1:${port}`],
+    { stdio: ["ignore", log, log] },
+  );
+  registry = child;
+  for (let i = 0; i < 300; i++) {
+    if (child.exitCode !== null) break;
+    const ok = await fetch(`${url}-/ping`).then((r) => r.ok, () => false);
+    if (ok) return url;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`verdaccio did not answer on ${url}: ${fs.readFileSync(path.join(work, "verdaccio.log"), "utf8")}`);
+}
+
+/** A user on the throwaway registry, and an npmrc that logs in as it (only for this run). */
+async function login(url) {
+  const response = await fetch(`${url}-/user/org.couchdb.user:roundtrip`, {
+    method: "PUT",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ name: "roundtrip", password: "roundtrip-password", type: "user" }),
+  });
+  const { token } = await response.json();
+  if (!token) throw new Error(`verdaccio refused the user (${response.status})`);
+  const npmrc = path.join(work, "npmrc");
+  const host = url.replace(/^http:/, "");
+  fs.writeFileSync(npmrc, `registry=${url}\n${host}:_authToken=${token}\n`);
+  return npmrc;
+}
+
+/** PATH without any folder that holds cargo or rustc: the user's machine has no Rust. */
+function pathWithoutRust() {
+  const kept = (process.env.PATH ?? "")
+    .split(path.delimiter)
+    .filter((dir) => dir && !["cargo", "rustc", "rustup"].some((tool) => fs.existsSync(path.join(dir, tool))));
+  return [path.dirname(process.execPath), ...kept].join(path.delimiter);
+}
+
+function consumerProject(name, npmrc, extra = {}) {
+  const dir = path.join(work, name);
+  fs.cpSync(path.join(HERE, "consumer"), dir, { recursive: true });
+  fs.copyFileSync(npmrc, path.join(dir, ".npmrc"));
+  const manifest = { name: `exactlock-${name}`, private: true, version: "0.0.0", ...extra };
+  fs.writeFileSync(path.join(dir, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);
+  return dir;
+}
+
+function checkStaged(packed) {
+  step("what is published");
+  const [main, ...platforms] = packed;
+  check(main.name === "exactlock", "the first tarball is the main package");
+  check(!main.files.some((file) => file.endsWith(".node")), "the main package holds no .node");
+  const published = JSON.parse(fs.readFileSync(path.join(work, "release", "exactlock", "package.json"), "utf8"));
+  check(published.scripts === undefined, "the main package.json has no scripts (no prepare, no install hook)");
+  for (const [dep, version] of Object.entries(published.optionalDependencies)) {
+    check(version === repoManifest.version, `optional dependency ${dep} pinned to ${version}`);
+  }
+  const here = platforms.find((p) => p.name === "exactlock-linux-x64-gnu");
+  check(here !== undefined && here.files.some((file) => file.endsWith(".node")), "the linux-x64-gnu package holds the .node");
+  for (const platform of platforms) {
+    const manifest = JSON.parse(fs.readFileSync(path.join(work, "release", platform.name, "package.json"), "utf8"));
+    check(manifest.scripts === undefined, `${platform.name} has no scripts`);
+  }
+}
+
+async function main() {
+  step("staging the packages");
+  run(process.execPath, [path.join(ROOT, "scripts", "stage-release.mjs"), "--out", path.join(work, "release")]);
+  const packed = JSON.parse(fs.readFileSync(path.join(work, "release", "packed.json"), "utf8"));
+  checkStaged(packed);
+
+  installVerdaccio();
+  step("starting verdaccio on 127.0.0.1");
+  const url = await startRegistry();
+  const npmrc = await login(url);
+  const userEnv = { ...process.env, NPM_CONFIG_USERCONFIG: npmrc, npm_config_registry: url };
+  for (const { tarball } of [...packed.slice(1), packed[0]]) {
+    run("npm", ["publish", tarball, "--registry", url], { env: userEnv });
+  }
+
+  step("npm install exactlock, without cargo or rustc");
+  const noRust = pathWithoutRust();
+  check(spawnSync("sh", ["-c", "command -v cargo || command -v rustc"], { env: { PATH: noRust } }).status !== 0,
+    "no cargo or rustc on the consumer's PATH");
+  const npmProject = consumerProject("npm-consumer", npmrc, {
+    devDependencies: {
+      "@types/node": versionOf("@types/node"),
+      typescript: versionOf("typescript"),
+      vitest: versionOf("vitest"),
+    },
+  });
+  const consumerEnv = { ...userEnv, PATH: noRust };
+  delete consumerEnv.npm_config_user_agent;
+  for (const key of Object.keys(consumerEnv)) if (key.startsWith("npm_package_") || key.startsWith("npm_lifecycle")) delete consumerEnv[key];
+  run("npm", ["install", "--no-audit", "--no-fund"], { cwd: npmProject, env: consumerEnv });
+  const installed = run("npm", ["install", "--no-audit", "--no-fund", "exactlock"], { cwd: npmProject, env: consumerEnv });
+  check(!/exactlock/.test(installed.output.split("\n").filter((l) => /script/i.test(l)).join("\n")),
+    "npm reports no install script of exactlock's");
+  check(installed.seconds < 60, `npm install exactlock took ${installed.seconds} s`);
+  const lock = JSON.parse(fs.readFileSync(path.join(npmProject, "package-lock.json"), "utf8"));
+  const entry = lock.packages["node_modules/exactlock-linux-x64-gnu"];
+  check(entry?.resolved?.startsWith(url) === true, "exactlock-linux-x64-gnu came from the local registry");
+  check(!fs.existsSync(path.join(npmProject, "node_modules", "exactlock", "native", "exactlock.linux-x64-gnu.node")),
+    "the binary is the platform package's, not the main package's");
+
+  step("the TypeScript consumer (strict, nodenext; ESM and CommonJS)");
+  const tsc = path.join(npmProject, "node_modules", ".bin", "tsc");
+  run(tsc, ["--noEmit", "-p", "tsconfig.test.json"], { cwd: npmProject, env: consumerEnv });
+  run(tsc, ["-p", "tsconfig.json"], { cwd: npmProject, env: consumerEnv });
+  const vitest = run(path.join(npmProject, "node_modules", ".bin", "vitest"), ["run"], { cwd: npmProject, env: consumerEnv });
+  check(/Tests\s+3 passed \(3\)/.test(vitest.output.replace(/\x1b\[[0-9;]*m/g, "")), "the consumer's vitest suite: 3 of 3 passed");
+  run(process.execPath, [path.join(npmProject, "node_modules", "exactlock", "bin", "exactlock.js"), "--version"],
+    { cwd: npmProject, env: consumerEnv });
+
+  step("bun add exactlock");
+  const bun = path.join(BIN, "bun");
+  const bunProject = consumerProject("bun-consumer", npmrc);
+  fs.appendFileSync(path.join(bunProject, "bunfig.toml"), `\n[install]\nregistry = "${url}"\n`);
+  const added = run(bun, ["add", "exactlock"], { cwd: bunProject, env: { ...consumerEnv, BUN_CONFIG_REGISTRY: url } });
+  check(added.seconds < 60, `bun add exactlock took ${added.seconds} s`);
+  check(fs.existsSync(path.join(bunProject, "node_modules", "exactlock-linux-x64-gnu", "exactlock.linux-x64-gnu.node")),
+    "bun installed the platform package");
+  const bunTest = run(bun, ["test"], { cwd: bunProject, env: consumerEnv });
+  check(/\b3 pass\b/.test(bunTest.output) && /\b0 fail\b/.test(bunTest.output), "the consumer's bun suite: 3 pass, 0 fail");
+}
+
+function stopRegistry() {
+  if (registry && registry.exitCode === null) registry.kill("SIGTERM");
+}
+
+process.on("exit", () => {
+  stopRegistry();
+  fs.rmSync(work, { recursive: true, force: true });
+});
+for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => process.exit(130));
+
+main().then(
+  () => {
+    stopRegistry();
+    console.log("\nregistry round trip: passed");
+  },
+  (error) => {
+    console.error(`\n${error.stack ?? error}`);
+    const log = path.join(work, "verdaccio.log");
+    if (fs.existsSync(log)) console.error(`verdaccio's log:\n${fs.readFileSync(log, "utf8").slice(-4000)}`);
+    stopRegistry();
+    process.exitCode = 1;
+  },
+);
