@@ -55,6 +55,15 @@ describe("loading the native binary", () => {
     }
   });
 
+  it("builds and tests every platform package in the CI workflow's matrix", () => {
+    const workflow = fs.readFileSync(path.join(ROOT, ".github", "workflows", "CI.yml"), "utf8");
+    const rows = [...workflow.matchAll(/^\s+platform: (\S+)$/gm)].map((m) => m[1]).sort();
+    expect(rows).toEqual([...PREBUILT_PLATFORMS].sort());
+    const targets = [...workflow.matchAll(/^\s+target: (\S+)$/gm)].map((m) => m[1]).sort();
+    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as { napi: { targets: string[] } };
+    expect(targets).toEqual([...pkg.napi.targets].sort());
+  });
+
   it("fails with a coded error naming the platform and the fix when the platform package is missing", () => {
     const project = installWithoutBinary();
     for (const [args, load] of [

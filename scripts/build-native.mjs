@@ -2,7 +2,7 @@
 // Builds the native addon into native/ (the .node, and napi's generated
 // loader and types), then records how it was linked in native/build.json.
 //
-// On Linux x64 the binary we ship must load on old distributions, so when zig
+// On Linux (glibc) the binary we ship must load on old distributions, so when zig
 // and cargo-zigbuild are at hand the addon is linked against glibc 2.17
 // (`pip install ziglang cargo-zigbuild`). Without them it is linked against
 // this machine's glibc: fine for a clone, not for a release.
@@ -42,9 +42,10 @@ function zigFolder() {
   return folder && fs.existsSync(path.join(folder, "zig")) ? folder : undefined;
 }
 
-function isLinuxX64Gnu() {
-  if (process.platform !== "linux" || process.arch !== "x64") return false;
-  return Boolean(process.report?.getReport()?.header?.glibcVersionRuntime);
+/** Rust's name for this CPU on Linux with glibc, when zig can link for it; otherwise null. */
+function linuxGnuArch() {
+  if (process.platform !== "linux" || !process.report?.getReport()?.header?.glibcVersionRuntime) return null;
+  return { x64: "x86_64", arm64: "aarch64" }[process.arch] ?? null;
 }
 
 function napi(args, env = process.env) {
@@ -57,7 +58,8 @@ function napi(args, env = process.env) {
 }
 
 function build() {
-  if (debug || mode === "host" || !isLinuxX64Gnu()) {
+  const arch = linuxGnuArch();
+  if (debug || mode === "host" || arch === null) {
     napi(debug ? [] : ["--release"]);
     return { toolchain: "host", glibcFloor: null };
   }
@@ -75,7 +77,7 @@ function build() {
     return { toolchain: "host", glibcFloor: null };
   }
   const env = folder ? { ...process.env, PATH: `${folder}${path.delimiter}${process.env.PATH}` } : process.env;
-  napi(["--release", "--cross-compile", "--target", `x86_64-unknown-linux-gnu.${GLIBC_FLOOR}`], env);
+  napi(["--release", "--cross-compile", "--target", `${arch}-unknown-linux-gnu.${GLIBC_FLOOR}`], env);
   return { toolchain: "zig", glibcFloor: GLIBC_FLOOR };
 }
 
