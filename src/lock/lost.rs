@@ -247,14 +247,16 @@ mod tests {
         // Our own bytes, written again: still ours.
         std::fs::write(&info, &bytes).unwrap();
         assert!(lost.recv_timeout(Duration::from_millis(200)).is_err());
-        // Someone else's lock at the name.
-        std::fs::rename(root.join("f.lock"), root.join("gone")).unwrap();
-        std::fs::create_dir(root.join("f.lock")).unwrap();
+        // Someone else's lock at the name, published whole (as a lock is: staged, then
+        // renamed into place), so the watch cannot catch it before its record exists.
+        std::fs::create_dir(root.join("staged")).unwrap();
         std::fs::write(
-            root.join("f.lock").join(INFO_NAME),
+            root.join("staged").join(INFO_NAME),
             br#"{"pid":4242,"timestamp":1}"#,
         )
         .unwrap();
+        std::fs::rename(root.join("f.lock"), root.join("gone")).unwrap();
+        std::fs::rename(root.join("staged"), root.join("f.lock")).unwrap();
         let loss = lost.recv_timeout(Duration::from_secs(2)).unwrap();
         assert!(
             matches!(loss, Loss::Replaced { by_pid: Some(4242) } | Loss::Removed),
