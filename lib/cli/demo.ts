@@ -134,7 +134,9 @@ class Arena {
       const exited = worker.exitCode !== null || worker.signalCode !== null;
       return exited ? Promise.resolve() : new Promise<void>((resolve) => worker.once("exit", () => resolve()));
     });
-    for (const worker of this.workers) if (worker.connected) worker.send("stop");
+    // A worker killed an instant ago can still look connected; sending to it fails with EPIPE,
+    // which is not a worker's error: the callback takes it instead of the 'error' event.
+    for (const worker of this.workers) if (worker.connected) worker.send("stop", () => undefined);
     const timer = setTimeout(() => {
       for (const worker of this.workers) worker.kill("SIGKILL");
     }, graceMs);
