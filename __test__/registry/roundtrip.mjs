@@ -118,6 +118,17 @@ async function login(url) {
   return npmrc;
 }
 
+/**
+ * The environment without npm's settings: under `npm test` npm exports its whole config as
+ * npm_config_* (the caller's userconfig, cache, omit_lockfile_registry_resolved…), which
+ * would reach the consumer's npm ahead of the throwaway registry's .npmrc.
+ */
+function withoutNpmConfig(env) {
+  return Object.fromEntries(
+    Object.entries(env).filter(([key]) => !/^npm_(config|package|lifecycle)_/i.test(key) && key !== "npm_execpath"),
+  );
+}
+
 /** PATH without any folder that holds cargo or rustc: the user's machine has no Rust. */
 function pathWithoutRust() {
   const kept = (process.env.PATH ?? "")
@@ -163,7 +174,14 @@ async function main() {
   step("starting verdaccio on 127.0.0.1");
   const url = await startRegistry();
   const npmrc = await login(url);
-  const userEnv = { ...process.env, NPM_CONFIG_USERCONFIG: npmrc, npm_config_registry: url };
+  // A cache of its own: the user's cache may hold exactlock's tarballs from an earlier run's
+  // registry (another port), and npm would install those instead of asking this one.
+  const userEnv = {
+    ...withoutNpmConfig(process.env),
+    NPM_CONFIG_USERCONFIG: npmrc,
+    npm_config_registry: url,
+    npm_config_cache: path.join(work, "npm-cache"),
+  };
   for (const { tarball } of [...packed.slice(1), packed[0]]) {
     run("npm", ["publish", tarball, "--registry", url], { env: userEnv });
   }
@@ -180,16 +198,16 @@ async function main() {
     },
   });
   const consumerEnv = { ...userEnv, PATH: noRust };
-  delete consumerEnv.npm_config_user_agent;
-  for (const key of Object.keys(consumerEnv)) if (key.startsWith("npm_package_") || key.startsWith("npm_lifecycle")) delete consumerEnv[key];
   run("npm", ["install", "--no-audit", "--no-fund"], { cwd: npmProject, env: consumerEnv });
   const installed = run("npm", ["install", "--no-audit", "--no-fund", "exactlock"], { cwd: npmProject, env: consumerEnv });
   check(!/exactlock/.test(installed.output.split("\n").filter((l) => /script/i.test(l)).join("\n")),
     "npm reports no install script of exactlock's");
   check(installed.seconds < 60, `npm install exactlock took ${installed.seconds} s`);
   const lock = JSON.parse(fs.readFileSync(path.join(npmProject, "package-lock.json"), "utf8"));
-  const entry = lock.packages["node_modules/exactlock-linux-x64-gnu"];
-  check(entry?.resolved?.startsWith(url) === true, "exactlock-linux-x64-gnu came from the local registry");
+  for (const name of ["exactlock", "exactlock-linux-x64-gnu"]) {
+    const entry = lock.packages[`node_modules/${name}`];
+    check(entry?.resolved?.startsWith(url) === true, `${name} came from the local registry (${entry?.resolved})`);
+  }
   check(!fs.existsSync(path.join(npmProject, "node_modules", "exactlock", "native", "exactlock.linux-x64-gnu.node")),
     "the binary is the platform package's, not the main package's");
 
@@ -206,7 +224,11 @@ async function main() {
   const bun = path.join(BIN, "bun");
   const bunProject = consumerProject("bun-consumer", npmrc);
   fs.appendFileSync(path.join(bunProject, "bunfig.toml"), `\n[install]\nregistry = "${url}"\n`);
-  const added = run(bun, ["add", "exactlock"], { cwd: bunProject, env: { ...consumerEnv, BUN_CONFIG_REGISTRY: url } });
+  const added = run(bun, ["add", "exactlock"], {
+    cwd: bunProject,
+    // Bun's cache too is this run's own: an earlier run's exactlock-0.1.0 is not this build.
+    env: { ...consumerEnv, BUN_CONFIG_REGISTRY: url, BUN_INSTALL_CACHE_DIR: path.join(work, "bun-cache") },
+  });
   check(added.seconds < 60, `bun add exactlock took ${added.seconds} s`);
   check(fs.existsSync(path.join(bunProject, "node_modules", "exactlock-linux-x64-gnu", "exactlock.linux-x64-gnu.node")),
     "bun installed the platform package");
