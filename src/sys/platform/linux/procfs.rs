@@ -1,20 +1,13 @@
-//! "Is pid N alive, and which process is it?", answered from `/proc`
-//! without spawning anything.
+//! Linux's answers about processes, read from `/proc` without spawning
+//! anything: whether a pid runs (and is not a zombie), when it started, the
+//! boot's wall-clock start, the boot id and our pid namespace.
 //!
 //! A pid alone is not an identity (pids are reused), so a stale-lock
 //! verdict needs the pid's state (running, exited-but-not-reaped, gone) and
 //! when the process started: field 22 of `/proc/<pid>/stat`, its start in
 //! clock ticks since boot. The ticks are independent of the wall clock; the
-//! wall-clock rendering the original module records lives in
-//! [`crate::sys::lstart`], and this process's own full identity (boot id,
-//! ticks, pid namespace) in [`crate::sys::incarnation`].
-//!
-//! macOS and other non-Linux systems: rustix exposes no safe wrapper for
-//! `proc_pidinfo`/`sysctl(KERN_PROC)`, and this crate allows no `unsafe`, so
-//! there [`probe`] only has `kill(pid, 0)`: it can tell `Gone` from
-//! `Running { start_ticks: None }` but never reports `Exited`. Such owners
-//! can therefore never be reclaimed on a start-time mismatch, only on ESRCH,
-//! which is the safe direction.
+//! wall-clock rendering the original module records is `btime + ticks /
+//! Hertz` (see [`start_secs`] and [`crate::sys::lstart`]).
 
 use std::sync::OnceLock;
 
@@ -22,23 +15,7 @@ use rustix::fs::{self, Mode, OFlags};
 use rustix::io::Errno;
 use rustix::process::Pid;
 
-/// What the OS says about a pid, from one read of `/proc/<pid>/stat`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Probe {
-    /// The process exists and has not exited. `start_ticks` (clock ticks
-    /// after boot) is `None` when it exists but its start cannot be read
-    /// (e.g. `/proc` mounted with `hidepid`, or not a Linux `/proc`): proof
-    /// of life, but no identity.
-    Running { start_ticks: Option<u64> },
-    /// The process has exited but its parent has not reaped it yet (state `Z`
-    /// or `X`): the pid still exists, the owner is dead.
-    Exited,
-    /// No process has this pid (ESRCH).
-    Gone,
-    /// The OS would not say (pid 0, a pid that is not a valid positive
-    /// `pid_t`, an unexpected I/O error). Never evidence of death.
-    Unknown,
-}
+use crate::sys::process::{Probe, retry_intr, valid_pid};
 
 /// The parsed `/proc/<pid>/stat` of `pid` (zombies included), or `None`
 /// when it cannot be read.
@@ -77,18 +54,6 @@ pub fn probe(pid: u32) -> Probe {
         },
         Err(_) => Probe::Unknown,
     }
-}
-
-/// Whether some process (zombies included) has `pid` in our pid namespace,
-/// by one `kill(pid, 0)`: a cheap "maybe alive" that never proves death
-/// beyond ESRCH. `false` for pids that are no valid positive `pid_t`.
-pub fn exists(pid: u32) -> bool {
-    valid_pid(pid).is_some_and(|pid| {
-        matches!(
-            rustix::process::test_kill_process(pid),
-            Ok(()) | Err(Errno::PERM)
-        )
-    })
 }
 
 /// Turns a parsed stat line into a verdict.
@@ -138,18 +103,12 @@ fn own_boottime_offset_ticks() -> i128 {
 }
 
 /// The `boottime <secs> <nsecs>` line of `timens_offsets`, in nanoseconds.
-fn parse_boottime_offset_ns(text: &str) -> Option<i128> {
+pub(crate) fn parse_boottime_offset_ns(text: &str) -> Option<i128> {
     let line = text.lines().find(|line| line.starts_with("boottime"))?;
     let mut fields = line.split_ascii_whitespace().skip(1);
     let secs: i128 = fields.next()?.parse().ok()?;
     let nanos: i128 = fields.next()?.parse().ok()?;
     Some(secs * 1_000_000_000 + nanos)
-}
-
-/// A pid we may look up: a positive `pid_t`. 0 and values above `i32::MAX`
-/// (negative as `pid_t`) name process groups in `kill(2)`.
-fn valid_pid(pid: u32) -> Option<Pid> {
-    Pid::from_raw(i32::try_from(pid).ok()?)
 }
 
 /// The fields of `/proc/<pid>/stat` a lock needs.
@@ -180,7 +139,6 @@ enum StatError {
 const STAT_LIMIT: usize = 4096;
 
 /// Reads and parses `/proc/<pid>/stat` once.
-#[cfg(any(target_os = "linux", target_os = "android"))]
 fn read_stat(pid: Pid) -> Result<Stat, StatError> {
     if !proc_is_ours() {
         return Err(StatError::ForeignProc);
@@ -193,7 +151,6 @@ fn read_stat(pid: Pid) -> Result<Stat, StatError> {
 /// namespace the mounted `/proc` belongs to, so this works under a foreign
 /// `/proc` too (where the line's leading pid is not our `getpid()`).
 /// `Err(ENOENT)` when `/proc` is not mounted at all.
-#[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn self_stat() -> Result<Stat, Errno> {
     read_stat_file("/proc/self/stat", None).map_err(|error| match error {
         StatError::Os(errno) => errno,
@@ -201,14 +158,8 @@ pub fn self_stat() -> Result<Stat, Errno> {
     })
 }
 
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub fn self_stat() -> Result<Stat, Errno> {
-    Err(Errno::NOSYS)
-}
-
 /// Reads and parses one stat file; with `pid`, its leading pid must be
 /// that one.
-#[cfg(any(target_os = "linux", target_os = "android"))]
 fn read_stat_file(path: &str, pid: Option<i32>) -> Result<Stat, StatError> {
     let fd = retry_intr(|| fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()))
         .map_err(StatError::Os)?;
@@ -230,18 +181,12 @@ fn read_stat_file(path: &str, pid: Option<i32>) -> Result<Stat, StatError> {
     parse_stat(pid, &buf[..filled]).ok_or(StatError::Malformed)
 }
 
-/// Without a Linux `/proc` there is nothing to read (see the module docs).
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn read_stat(_pid: Pid) -> Result<Stat, StatError> {
-    Err(StatError::ForeignProc)
-}
-
 /// Parses a `/proc/<pid>/stat` line: `pid (comm) state ppid ...`.
 ///
 /// comm is whatever the process named itself (up to 15 bytes, 64 for kernel
 /// threads) and may contain spaces and `)`, so it ends at the LAST `)` of
 /// the line; every field after it is a number, so that `)` cannot be forged.
-fn parse_stat(pid: Option<i32>, line: &[u8]) -> Option<Stat> {
+pub(crate) fn parse_stat(pid: Option<i32>, line: &[u8]) -> Option<Stat> {
     let open = line.iter().position(|&b| b == b'(')?;
     let close = line.iter().rposition(|&b| b == b')')?;
     // The leading pid must be the one we asked for: a cheap guard against
@@ -271,7 +216,6 @@ fn parse_stat(pid: Option<i32>, line: &[u8]) -> Option<Stat> {
 /// that sees the host's `/proc` (or any foreign one), `/proc/<pid>` names a
 /// different process than `kill(pid)` would, and trusting it could report a
 /// stranger's start time as our owner's. Only a definite answer is cached.
-#[cfg(any(target_os = "linux", target_os = "android"))]
 fn proc_is_ours() -> bool {
     static OURS: OnceLock<bool> = OnceLock::new();
     if let Some(&ours) = OURS.get() {
@@ -306,15 +250,74 @@ pub fn read_proc_file(path: &str, limit: usize) -> Option<Vec<u8>> {
     }
 }
 
-/// Repeats a syscall interrupted by a signal.
-pub fn retry_intr<T>(mut call: impl FnMut() -> rustix::io::Result<T>) -> rustix::io::Result<T> {
-    loop {
-        match call() {
-            Err(Errno::INTR) => continue,
-            other => return other,
-        }
-    }
+/// The start of `pid` in clock ticks after boot, in the initial time
+/// namespace's terms (zombies included): its identity, whatever `kill(2)`
+/// says of its liveness.
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    root_ticks(stat_of(pid)?.start_ticks)
+}
+
+/// The wall-clock start, in seconds since the epoch, of `pid` as `ps -o
+/// lstart=` computes it (zombies included).
+pub fn start_secs_of(pid: u32) -> Option<u64> {
+    start_secs(stat_of(pid)?.start_ticks)
+}
+
+/// The wall-clock start, in seconds since the epoch, of a process that
+/// started `start_ticks` clock ticks after boot (as `/proc` shows them to
+/// us), with `btime` as it is now: procps-ng's `btime + ticks / Hertz`,
+/// both integers, so the division truncates.
+pub fn start_secs(start_ticks: u64) -> Option<u64> {
+    let hertz = Some(rustix::param::clock_ticks_per_second()).filter(|&hz| hz > 0)?;
+    boot_secs()?.checked_add(start_ticks / hertz)
+}
+
+/// Memory bound for `/proc/stat`; the `intr` line grows with the IRQ count,
+/// reaching tens of KiB on big machines.
+const PROC_STAT_LIMIT: usize = 16 << 20;
+
+/// The `btime` line of `/proc/stat`, read now: this boot's start on the
+/// wall clock (`realtime − boottime`, truncated), as the kernel states it
+/// now. Never cached: a clock step moves it, and `ps` reads it afresh too.
+/// Not `now − /proc/uptime`: that is fractional and jitters between calls,
+/// so a process starting near a second boundary would print differently
+/// from `ps`.
+pub fn boot_secs() -> Option<u64> {
+    parse_btime(&read_proc_file("/proc/stat", PROC_STAT_LIMIT)?)
+}
+
+pub(crate) fn parse_btime(bytes: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("btime "))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// `/proc/sys/kernel/random/boot_id`: 36 characters of UUID.
+pub fn boot_id() -> Option<String> {
+    let bytes = read_proc_file("/proc/sys/kernel/random/boot_id", 64)?;
+    let text = std::str::from_utf8(&bytes).ok()?.trim();
+    uuid::Uuid::parse_str(text).ok()?;
+    Some(text.to_string())
+}
+
+/// The inode of our pid namespace (what `readlink /proc/self/ns/pid`
+/// shows in brackets). `self` resolves to us in whatever namespace the
+/// mounted `/proc` belongs to, and the link names our own namespace.
+pub fn pid_ns() -> Option<u64> {
+    fs::stat("/proc/self/ns/pid").ok().map(|stat| stat.st_ino)
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_btime_finds_the_line() {
+        assert_eq!(
+            parse_btime(b"cpu  1 2 3\nintr 5 6\nbtime 1796207732\nprocesses 9\n"),
+            Some(1_796_207_732)
+        );
+        assert_eq!(parse_btime(b"cpu  1 2 3\nxbtime 5\n"), None);
+    }
+}
