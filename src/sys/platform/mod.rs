@@ -54,9 +54,28 @@ pub const SWITCH: &str = "EXACTLOCK_PLATFORM";
 /// read once when the module loads: a process never mixes the two.
 pub fn is_portable() -> bool {
     static PORTABLE: OnceLock<bool> = OnceLock::new();
+    #[cfg(test)]
+    if FORCED.with(std::cell::Cell::get) {
+        return true;
+    }
     *PORTABLE.get_or_init(|| {
         std::env::var_os(SWITCH).is_some_and(|value| value.as_encoded_bytes() == b"portable")
     })
+}
+
+#[cfg(test)]
+thread_local! {
+    static FORCED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `test` with the portable mechanisms forced on this thread only (a
+/// unit test cannot set the switch: it is read once per process).
+#[cfg(test)]
+pub fn forcing_portable<T>(test: impl FnOnce() -> T) -> T {
+    FORCED.with(|forced| forced.set(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(test));
+    FORCED.with(|forced| forced.set(false));
+    result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// The name of the mechanisms in use: `"linux"`, `"macos"` or `"portable"`.

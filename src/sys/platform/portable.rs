@@ -103,6 +103,7 @@ pub fn held_wait(stop: rustix::fd::BorrowedFd<'_>) -> Result<(), Errno> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustix::fd::AsFd;
     use std::process::Command;
 
     #[test]
@@ -170,5 +171,126 @@ mod tests {
         }
         assert_eq!(sleep(&wake, Duration::from_secs(30)), Woken::Signalled);
         assert_eq!(sleep(&wake, Duration::from_millis(10)), Woken::Timeout);
+    }
+
+    #[test]
+    fn forced_portable_renames_take_the_claim_fallbacks_and_never_replace() {
+        use crate::fs::rename::{self, Primitive};
+        use crate::testutil::tempdir;
+        crate::sys::platform::forcing_portable(|| {
+            let root = tempdir("portable-rename");
+            std::fs::create_dir(root.join("staging")).unwrap();
+            std::fs::write(root.join("staging/info"), b"mine").unwrap();
+            // An empty directory at the name is a holder, not a free slot.
+            std::fs::create_dir(root.join("f.lock")).unwrap();
+            let refused = rename::rename_no_replace(&root.join("staging"), &root.join("f.lock"));
+            assert_eq!(refused.code, Some("destination_exists"), "{refused:?}");
+            assert_eq!(refused.primitive, Primitive::MkdiratRenameatNoreplace);
+            assert_eq!(std::fs::read_dir(root.join("f.lock")).unwrap().count(), 0);
+            std::fs::remove_dir(root.join("f.lock")).unwrap();
+            let published = rename::rename_no_replace(&root.join("staging"), &root.join("f.lock"));
+            assert!(published.ok, "{published:?}");
+            assert_eq!(published.primitive, Primitive::MkdiratRenameatNoreplace);
+            assert_eq!(std::fs::read(root.join("f.lock/info")).unwrap(), b"mine");
+            // A regular file goes by linkat, which refuses an existing name.
+            std::fs::write(root.join("a"), b"a").unwrap();
+            std::fs::write(root.join("b"), b"b").unwrap();
+            let taken = rename::rename_no_replace(&root.join("a"), &root.join("b"));
+            assert_eq!(taken.code, Some("destination_exists"));
+            assert_eq!(taken.primitive, Primitive::LinkatNoreplace);
+            assert_eq!(std::fs::read(root.join("b")).unwrap(), b"b");
+            let moved = rename::rename_no_replace(&root.join("a"), &root.join("c"));
+            assert!(moved.ok, "{moved:?}");
+            assert_eq!(moved.primitive, Primitive::LinkatNoreplace);
+            assert!(!root.join("a").exists());
+            // No exchange, no bare exclusive rename: the callers' fallbacks run.
+            let dir = crate::fs::fsx::open_dir_nofollow(&root).unwrap();
+            let (c, lock) = (std::ffi::OsStr::new("c"), std::ffi::OsStr::new("f.lock"));
+            assert_eq!(
+                rename::exchange_at(dir.as_fd(), c, dir.as_fd(), lock),
+                Err(Errno::NOSYS)
+            );
+            assert_eq!(
+                rename::exclusive_rename_at(dir.as_fd(), c, dir.as_fd(), std::ffi::OsStr::new("d")),
+                Err(Errno::NOSYS)
+            );
+            assert!(root.join("c").exists() && !root.join("d").exists());
+            std::fs::remove_dir_all(root).unwrap();
+        });
+        // Native again on this thread: the kernel's exclusive rename.
+        let root = crate::testutil::tempdir("native-rename");
+        std::fs::create_dir(root.join("staging")).unwrap();
+        let native =
+            crate::fs::rename::rename_no_replace(&root.join("staging"), &root.join("f.lock"));
+        assert_eq!(
+            native.primitive,
+            crate::fs::rename::Primitive::Renameat2Noreplace
+        );
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn forced_portable_opens_walk_without_following_and_pin_without_o_path() {
+        use crate::fs::fsx;
+        use crate::testutil::tempdir;
+        use rustix::fs::{FileType, Mode};
+        crate::sys::platform::forcing_portable(|| {
+            assert_eq!(crate::sys::platform::path_only_flag(), None);
+            let root = tempdir("portable-open");
+            std::fs::create_dir(root.join("real")).unwrap();
+            std::os::unix::fs::symlink(root.join("real"), root.join("alias")).unwrap();
+            assert!(fsx::open_dir_nofollow(&root.join("real")).is_ok());
+            for through_link in [root.join("alias"), root.join("alias/x")] {
+                let refused = fsx::open_dir_nofollow(&through_link).unwrap_err();
+                assert!(
+                    matches!(refused, Errno::LOOP | Errno::NOTDIR),
+                    "{refused:?}"
+                );
+            }
+            let dir = fsx::open_dir_nofollow(&root).unwrap();
+            // A pin of a symlink is refused (no O_PATH to open the link itself).
+            let link = fsx::open_pin(dir.as_fd(), std::ffi::OsStr::new("alias")).unwrap_err();
+            assert!(matches!(link, Errno::LOOP | Errno::NOTDIR), "{link:?}");
+            // A FIFO is pinned at once, without waiting for a writer.
+            rustix::fs::mknodat(&dir, "fifo", FileType::Fifo, Mode::RUSR | Mode::WUSR, 0).unwrap();
+            let fifo = fsx::open_pin(dir.as_fd(), std::ffi::OsStr::new("fifo")).unwrap();
+            assert_eq!(
+                fsx::kind_of(&rustix::fs::fstat(&fifo).unwrap()),
+                FileType::Fifo
+            );
+            let real = fsx::open_pin(dir.as_fd(), std::ffi::OsStr::new("real")).unwrap();
+            assert_eq!(
+                fsx::kind_of(&rustix::fs::fstat(&real).unwrap()),
+                FileType::Directory
+            );
+            assert!(fsx::open_anchor(&root.join("real")).is_ok());
+            std::fs::remove_dir_all(root).unwrap();
+        });
+    }
+
+    #[test]
+    fn forced_portable_has_no_kernel_watch_and_the_held_watch_runs_on_a_timer() {
+        use crate::sys::wait::{self, HeldEvents, Watch};
+        use crate::testutil::tempdir;
+        crate::sys::platform::forcing_portable(|| {
+            let root = tempdir("portable-wait");
+            std::fs::create_dir(root.join("f.lock")).unwrap();
+            let dir = crate::fs::fsx::open_dir_nofollow(&root).unwrap();
+            assert!(Watch::new(dir.as_fd(), std::ffi::OsStr::new("f.lock")).is_none());
+            let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+            assert!(matches!(
+                wait::holder_exit(child.id()),
+                HolderExit::Unwatched
+            ));
+            child.kill().unwrap();
+            child.wait().unwrap();
+            let lock = crate::fs::fsx::open_dir_nofollow(&root.join("f.lock")).unwrap();
+            let held = HeldEvents::new(dir.as_fd(), lock.as_fd()).unwrap();
+            assert!(matches!(held, HeldEvents::Timer));
+            // Nothing happens, and the wait still ends: the timer.
+            let stop = Wake::with_fd(wake_fd());
+            held.wait(stop.pollable().unwrap()).unwrap();
+            std::fs::remove_dir_all(root).unwrap();
+        });
     }
 }
