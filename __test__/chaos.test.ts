@@ -8,6 +8,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { PORTABLE } from "./helpers.ts";
 
 // vitest provides __dirname (tests type-check as CommonJS, where import.meta is not allowed).
 const repo = path.resolve(__dirname, "..");
@@ -75,7 +76,9 @@ describe("chaos: processes SIGKILLed while holding and while waiting", () => {
       expect(report.hung).toBe(0);
       // The run must have been a real one: sections done, holders and
       // waiters actually killed.
-      expect(report.sections).toBeGreaterThan(100);
+      // (Forced portable, half the workers wait on a 100 ms timer with no kernel
+      // wake-up, so fewer sections fit in the 8 s.)
+      expect(report.sections).toBeGreaterThan(PORTABLE ? 20 : 100);
       expect(report.kills.holding).toBeGreaterThan(5);
       expect(report.kills.waiting).toBeGreaterThan(5);
       // Every increment the counter shows is accounted for: logged by its

@@ -74,7 +74,8 @@ describe("waking", () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     const replacedAt = now();
     fs.renameSync(path.join(root, "p"), path.join(root, "p.old"));
-    fs.mkdirSync(path.join(root, "p"));
+    // The waiter, woken at once, may recreate `p` itself before this line.
+    fs.mkdirSync(path.join(root, "p"), { recursive: true });
     const release = await waiting;
     const tookMs = now() - replacedAt;
     expect(tookMs).toBeLessThan(1_000);
