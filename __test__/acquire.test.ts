@@ -58,6 +58,7 @@ import {
   lockPathOf,
   makeRoot,
   patient,
+  PORTABLE,
   pidExists,
   quick,
   recordJson,
@@ -261,7 +262,9 @@ describe("exhaustion diagnostics", () => {
     expect(readInfo(file)).toBe(recordJson(record));
   });
 
-  it("#91 reports a zombie local holder whose removal is refused as dead but not reaped", async () => {
+  // Skipped under the portable mechanisms: kill(pid, 0) reads a zombie as alive
+  // (platform.test.ts tests that instead).
+  it.skipIf(PORTABLE)("#91 reports a zombie local holder whose removal is refused as dead but not reaped", async () => {
     const file = path.join(makeRoot(), "state.json");
     const record = canonicalRecord(await zombiePid(), { owner_host_id: "this-host" });
     writeLock(file, record);
@@ -567,7 +570,9 @@ describe("stale rules: a provably gone owner is reclaimed", () => {
     await expectAcquired(file);
   });
 
-  it("SPEC §1.2 reclaims a lock whose owner is a zombie (exited, not yet reaped)", async () => {
+  // Skipped under the portable mechanisms: kill(pid, 0) reads a zombie as alive
+  // (platform.test.ts tests that instead).
+  it.skipIf(PORTABLE)("SPEC §1.2 reclaims a lock whose owner is a zombie (exited, not yet reaped)", async () => {
     const file = path.join(makeRoot(), "state.json");
     writeLock(file, canonicalRecord(await zombiePid()));
     await expectAcquired(file);

@@ -12,6 +12,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, withFileLock } from "../lib/index.ts";
+import { injectDelayForTesting } from "../lib/testing.ts";
 import { cleanup, exists, lockPathOf, makeRoot, patient, rejectionOf, sleep, waitUntil } from "./helpers.ts";
 
 afterEach(cleanup);
@@ -35,6 +36,11 @@ function stagedInFull(file: string): boolean {
 describe("inlineFastPath", () => {
   it("the first acquisition in a directory runs off the thread; later ones publish a free lock before acquireLock returns its promise", async () => {
     const file = path.join(makeRoot(), "state.json");
+    // The off-thread attempt is held back 10 ms (it would otherwise race the
+    // check below from the other core, a few microseconds apart): only an
+    // attempt made on this thread could have published by then. 10 ms stays
+    // under the 20 ms that would mark the directory slow.
+    injectDelayForTesting("attempt", 10, "state.json.lock", 1);
     const first = acquireLock(file);
     // Nothing was done on this thread: the directory is not known yet.
     expect(exists(lockPathOf(file))).toBe(false);

@@ -177,6 +177,16 @@ export async function zombiePid(): Promise<number> {
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/**
+ * Whether this run forces the portable kernel mechanisms
+ * (`EXACTLOCK_PLATFORM=portable`, see `npm run test:portable`): timer-only
+ * waits and `kill(pid, 0)` liveness, which cannot tell a zombie from the
+ * living. Tests of what only Linux's mechanisms can do skip themselves
+ * with `it.skipIf(PORTABLE)`; what the portable ones do instead is
+ * tested in platform.test.ts.
+ */
+export const PORTABLE = process.env.EXACTLOCK_PLATFORM === "portable";
+
 /** Polls `predicate` until true; fails after `timeoutMs` (bounds a wait, asserts no timing). */
 export async function waitUntil(predicate: () => boolean, timeoutMs = 20_000, what = "condition"): Promise<void> {
   const deadline = Date.now() + timeoutMs;

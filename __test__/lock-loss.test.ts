@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, FileLockError, type LockRelease } from "../lib/index.ts";
-import { cleanup, makeRoot, rejectionOf, sleep, waitUntil } from "./helpers.ts";
+import { cleanup, makeRoot, PORTABLE, rejectionOf, sleep, waitUntil } from "./helpers.ts";
 
 afterEach(cleanup);
 
@@ -56,7 +56,10 @@ describe("release.signal", () => {
     expect((await rejectionOf(release())).code).toBe("EMISSING");
   });
 
-  it("aborts within 50 ms when another process rewrites the record, with EOWNERCHANGED naming the new pid", async () => {
+  // Skipped under the portable mechanisms: with no inotify, the watch looks every
+  // 100 ms, so the 50 ms bound is inotify's (the loss itself is still reported:
+  // the replaced-lock tests below run in both modes).
+  it.skipIf(PORTABLE)("aborts within 50 ms when another process rewrites the record, with EOWNERCHANGED naming the new pid", async () => {
     const file = path.join(makeRoot(), "state.json");
     const release = await acquireLock(file);
     const aborted = abortOf(release.signal);
@@ -85,7 +88,8 @@ describe("release.signal", () => {
     expect(signal.aborted).toBe(false);
   });
 
-  it("watches only while someone listens: no inotify instance until signal is read, none left after the release", async () => {
+  // Skipped under the portable mechanisms: they have no inotify instance to count.
+  it.skipIf(PORTABLE)("watches only while someone listens: no inotify instance until signal is read, none left after the release", async () => {
     const file = path.join(makeRoot(), "state.json");
     const before = inotifyInstances();
     const release: LockRelease = await acquireLock(file);

@@ -17,6 +17,7 @@ import {
   snapshotDirectoryTreeAsync,
 } from "../lib/index.ts";
 import { cleanup, tempRoot as sharedTempRoot } from "./fixtures/children.ts";
+import { PORTABLE } from "./helpers.ts";
 
 afterEach(cleanup);
 
@@ -74,7 +75,8 @@ describe("renameNoReplacePath", () => {
       mutationState: "committed",
       durabilityState: "not_attempted",
       reason: "none",
-      primitive: "renameat2_noreplace",
+      // The portable mechanisms have no exclusive rename: the mkdirat claim publishes.
+      primitive: PORTABLE ? "mkdirat_renameat_noreplace" : "renameat2_noreplace",
       phase: "complete",
       diagnostic: { schemaVersion: 1, collectionState: "unavailable" },
     });

@@ -21,6 +21,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, FileLockError, type LockRelease } from "../lib/index.ts";
 import { clearFaultsForTesting, injectDelayForTesting } from "../lib/testing.ts";
 import { cleanup, handOffs as handOffsWith, median, metric, now, spawnHolder, tempRoot } from "./fixtures/children.ts";
+import { PORTABLE } from "./helpers.ts";
 
 /** `count` hand-offs of `file` from a child holder to this process; their latencies (ms). */
 const handOffs = (file: string, count: number) => handOffsWith(file, count, acquireLock, 30);
@@ -33,7 +34,10 @@ afterEach(async () => {
 });
 
 describe("a stuck syscall on one lock", () => {
-  it("does not delay another lock's hand-off beyond 10x its normal p50, and abort answers within 200 ms", async () => {
+  // Skipped under the portable mechanisms: its hand-offs wait with retryDelayMs
+  // 1000 for a kernel wake-up; timer-only waits make each take a second, which
+  // spends the stuck waiter's budget before the abort this test measures.
+  it.skipIf(PORTABLE)("does not delay another lock's hand-off beyond 10x its normal p50, and abort answers within 200 ms", async () => {
     const root = tempRoot("exactlock-slowfs-");
     const fast = path.join(root, "fast", "fast.json");
     const slow = path.join(root, "slow", "slow.json");

@@ -58,4 +58,11 @@ import { native } from "./native.js";
 
 /** The version of the native core. */
 export const nativeVersion: () => string = native.nativeVersion;
+/**
+ * The kernel mechanisms the native core uses: `"linux"` (inotify, pidfd,
+ * /proc, openat2, renameat2), `"macos"` (kqueue, proc_pidinfo,
+ * renameatx_np), or `"portable"` when `EXACTLOCK_PLATFORM=portable` forced
+ * the portable ones (timer waits, kill(pid, 0), mkdir/link claims).
+ */
+export const nativePlatform: () => "linux" | "macos" | "portable" = native.nativePlatform;
 export * from "./primitives.js";

@@ -3,6 +3,8 @@
 //!
 //! - [`sys`]: the platform — process identity and liveness, kernel
 //!   wake-ups, errno names, the fault seam. Knows nothing of locks.
+//!   Whatever differs between systems sits in `sys::platform` (`linux`,
+//!   `macos`, `portable`; `EXACTLOCK_PLATFORM=portable` forces the last).
 //! - [`fs`]: the filesystem primitives the lock stands on — no-follow,
 //!   descriptor-relative access, no-replace rename, tree snapshot and exact
 //!   removal. Never reads an owner record.

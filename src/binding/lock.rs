@@ -824,14 +824,20 @@ pub fn clear_faults_for_testing() {
 
 /// The lock's runtime: one worker thread per process. Everything it runs
 /// is a few non-blocking syscalls or a wait on the kernel (inotify, pidfd,
-/// timers), so one thread serves every acquisition, and a waiter's wake-up
+/// kqueue, timers), so one thread serves every acquisition, and a waiter's wake-up
 /// (the inotify dispatcher notifying the waiter) stays on that thread
 /// instead of waking a second one: measured, the contended counter of
 /// `npm run bench` runs about 15 % faster than with one worker per core.
 #[napi_derive::module_init]
 fn init_runtime() {
-    // NODE_DEBUG is read when the module loads, as Node reads it at start-up.
+    // NODE_DEBUG and EXACTLOCK_PLATFORM are read when the module loads, as
+    // Node reads NODE_DEBUG at start-up.
     let _ = crate::sys::debug::enabled();
+    crate::debug!(
+        "kernel mechanisms: {} ({}=portable forces the portable ones)",
+        crate::sys::platform::name(),
+        crate::sys::platform::SWITCH
+    );
     if let Ok(runtime) = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("exactlock")

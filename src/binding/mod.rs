@@ -14,3 +14,10 @@ use napi_derive::napi;
 pub fn native_version() -> String {
     env!("CARGO_PKG_VERSION").to_string()
 }
+
+/// The kernel mechanisms in use: `"linux"`, `"macos"`, or `"portable"` when
+/// `EXACTLOCK_PLATFORM=portable` forced the portable ones.
+#[napi(ts_return_type = "\"linux\" | \"macos\" | \"portable\"")]
+pub fn native_platform() -> String {
+    crate::sys::platform::name().to_string()
+}

@@ -13,8 +13,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
+use rustix::fs::{self, AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
+
+use crate::sys::platform;
 
 /// Flags for opening a directory we will only use as an anchor for `*at` calls
 /// or list. `O_NOFOLLOW` makes a symlink in the final component fail with
@@ -66,30 +68,25 @@ pub fn has_symlinked_ancestor(path: &Path) -> bool {
 }
 
 /// Opens the directory at `path` without following a symlink in any of its
-/// components. Uses `openat2(RESOLVE_NO_SYMLINKS)` where the kernel has it (one
-/// syscall) and a component-by-component walk otherwise.
+/// components: in one `openat2(RESOLVE_NO_SYMLINKS)` where the platform
+/// has it, and a component-by-component walk otherwise (macOS, the
+/// portable mechanisms, old kernels).
 pub fn open_dir_nofollow(path: &Path) -> Result<OwnedFd, Errno> {
     if path.as_os_str().as_bytes().contains(&0) {
         return Err(Errno::INVAL);
     }
-    match fs::openat2(
-        fs::CWD,
-        path,
-        DIR_FLAGS,
-        Mode::empty(),
-        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-    ) {
-        // EAGAIN: the kernel saw a concurrent rename and asks us to retry; the
-        // walk below gives the same guarantee without the retry loop.
-        Err(Errno::NOSYS) | Err(Errno::AGAIN) | Err(Errno::PERM) => walk_nofollow(path),
+    match platform::open_nofollow(path, DIR_FLAGS) {
         // With RESOLVE_NO_SYMLINKS a symlink anywhere yields ELOOP (ENOTDIR
         // for a symlink in the final component, where O_DIRECTORY wins).
-        other => other,
+        Some(opened) => opened,
+        None => walk_nofollow(path),
     }
 }
 
-/// The portable fallback of [`open_dir_nofollow`]: opens `/` (or `.`) and then
-/// each component with `O_NOFOLLOW | O_DIRECTORY`.
+/// The portable way of [`open_dir_nofollow`]: opens `/` (or `.`) and then
+/// each component with `O_NOFOLLOW | O_DIRECTORY`, each relative to the
+/// descriptor of the one before, so a component swapped for a symlink
+/// meanwhile fails the walk instead of redirecting it.
 fn walk_nofollow(path: &Path) -> Result<OwnedFd, Errno> {
     let mut current = if path.is_absolute() {
         fs::open("/", DIR_FLAGS, Mode::empty())?
@@ -184,7 +181,7 @@ pub struct DirIdentity {
 }
 
 /// The [`DirIdentity`] of an open directory.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(target_os = "linux")]
 pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
     use rustix::fs::{StatxFlags, statx};
     match statx(
@@ -211,7 +208,7 @@ pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
     }
 }
 
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[cfg(not(target_os = "linux"))]
 pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
     fstat_identity(dir)
 }
@@ -235,22 +232,20 @@ pub fn same_inode(a: &Stat, b: &Stat) -> bool {
 /// Opens `name` inside `dir` without following a symlink, without reading
 /// it and without blocking, so the inode stays referenced (and its number
 /// cannot be recycled) while we compare identities. Works for any kind: a
-/// symlink opens as the link itself, a FIFO is not opened for I/O.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+/// symlink opens as the link itself (Linux `O_PATH`), a FIFO is not opened
+/// for I/O. Without `O_PATH` (macOS, the portable mechanisms) directories
+/// are pinned through a directory descriptor and everything else through
+/// a non-blocking read-only open (a FIFO opens at once with `O_NONBLOCK`
+/// and is never read; a symlink fails with `ELOOP`).
 pub fn open_pin(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Errno> {
-    fs::openat(
-        dir,
-        name,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-}
-
-/// Without `O_PATH`, directories are pinned through a directory descriptor
-/// and everything else through a non-blocking read-only open (a FIFO opens
-/// at once with `O_NONBLOCK` and is never read).
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub fn open_pin(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Errno> {
+    if let Some(path_only) = platform::path_only_flag() {
+        return fs::openat(
+            dir,
+            name,
+            path_only | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        );
+    }
     match open_child_dir(dir, name) {
         Err(Errno::NOTDIR) => fs::openat(
             dir,
@@ -360,13 +355,13 @@ pub fn read_fd_bounded(fd: BorrowedFd<'_>, limit: usize) -> Result<BoundedRead, 
 /// `openat`, the `openat` refuses it (`ELOOP`/`ENOTDIR`) and nothing is
 /// chmodded through it. Directories that already exist keep their mode.
 pub fn open_or_create_dir(path: &Path, mode: Mode) -> Result<OwnedFd, Errno> {
-    let missing = match fs::open(path, ANCHOR_FLAGS, Mode::empty()) {
+    let missing = match fs::open(path, anchor_flags(), Mode::empty()) {
         Ok(dir) => return Ok(dir),
         Err(Errno::NOENT) => missing_components(path)?,
         Err(errno) => return Err(errno),
     };
     let (existing, names) = missing;
-    let mut dir = fs::open(&existing, ANCHOR_FLAGS, Mode::empty())?;
+    let mut dir = fs::open(&existing, anchor_flags(), Mode::empty())?;
     for name in names {
         dir = make_child_dir(dir.as_fd(), &name, mode)?;
     }
@@ -376,17 +371,15 @@ pub fn open_or_create_dir(path: &Path, mode: Mode) -> Result<OwnedFd, Errno> {
 /// Opens the directory at `path`, following symlinks, as an anchor for
 /// `*at` calls.
 pub fn open_anchor(path: &Path) -> Result<OwnedFd, Errno> {
-    fs::open(path, ANCHOR_FLAGS, Mode::empty())
+    fs::open(path, anchor_flags(), Mode::empty())
 }
 
-/// Flags of a directory used only as an anchor: `O_PATH` where it exists
-/// (no read permission needed, nothing is read through it).
-#[cfg(any(target_os = "linux", target_os = "android"))]
-const ANCHOR_FLAGS: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-const ANCHOR_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::CLOEXEC);
+/// Flags of a directory used only as an anchor: `O_PATH` where the
+/// platform has it (no read permission needed, nothing is read through
+/// it), `O_RDONLY` otherwise.
+fn anchor_flags() -> OFlags {
+    platform::path_only_flag().unwrap_or(OFlags::RDONLY) | OFlags::DIRECTORY | OFlags::CLOEXEC
+}
 
 /// The deepest existing ancestor of `path` and the names below it that do
 /// not exist yet, outermost first.

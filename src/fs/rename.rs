@@ -25,10 +25,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, AtFlags, FileType, Mode, Stat};
+use rustix::fs::{self, AtFlags, FileType, Mode, RenameFlags, Stat};
 use rustix::io::Errno;
 
 use crate::fs::fsx;
+use crate::sys::platform;
 
 /// How many times a syscall interrupted by a signal is restarted before we
 /// give up with `interrupted`.
@@ -69,23 +70,18 @@ pub enum Reason {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Primitive {
     #[cfg_attr(
-        not(any(target_os = "linux", target_os = "android")),
+        not(target_os = "linux"),
         allow(dead_code, reason = "the Linux primitive")
     )]
     Renameat2Noreplace,
     #[cfg_attr(
-        not(any(target_os = "macos", target_os = "ios")),
+        not(target_os = "macos"),
         allow(dead_code, reason = "the macOS primitive")
     )]
     RenameatxNpExcl,
-    #[cfg_attr(
-        any(
-            target_os = "linux",
-            target_os = "android",
-            target_os = "macos",
-            target_os = "ios"
-        ),
-        allow(dead_code, reason = "only platforms without an exclusive rename")
+    #[allow(
+        dead_code,
+        reason = "the vocabulary's: every supported platform has an exclusive rename"
     )]
     Unsupported,
     LinkatNoreplace,
@@ -286,17 +282,10 @@ pub fn outcome(primitive: Primitive, result: Result<(), Refusal>) -> NoReplaceOu
 }
 
 /// The exclusive rename this platform offers.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(target_os = "linux")]
 const PLATFORM_PRIMITIVE: Primitive = Primitive::Renameat2Noreplace;
-#[cfg(any(target_os = "macos", target_os = "ios"))]
+#[cfg(target_os = "macos")]
 const PLATFORM_PRIMITIVE: Primitive = Primitive::RenameatxNpExcl;
-#[cfg(not(any(
-    target_os = "linux",
-    target_os = "android",
-    target_os = "macos",
-    target_os = "ios"
-)))]
-const PLATFORM_PRIMITIVE: Primitive = Primitive::Unsupported;
 
 /// Renames `src` to `dst` unless `dst` exists. Both parents are opened
 /// no-follow; see [`rename_no_replace_at`].
@@ -403,43 +392,44 @@ fn exclusive_rename(
     }
 }
 
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_os = "macos",
-    target_os = "ios"
-))]
+/// The kernel's exclusive rename; `ENOSYS` where the platform has none or
+/// the portable mechanisms are forced, which sends the caller to its
+/// fallback.
 fn platform_rename(
     src_dir: BorrowedFd<'_>,
     src_name: &OsStr,
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
 ) -> Result<(), Errno> {
-    // rustix maps NOREPLACE to RENAME_NOREPLACE (renameat2) on Linux and to
-    // RENAME_EXCL (renameatx_np) on Apple platforms.
-    fs::renameat_with(
-        src_dir,
-        src_name,
-        dst_dir,
-        dst_name,
-        fs::RenameFlags::NOREPLACE,
-    )
+    exclusive_rename_at(src_dir, src_name, dst_dir, dst_name)
 }
 
-/// No exclusive rename here: report "unsupported" so the fallback runs.
-#[cfg(not(any(
-    target_os = "linux",
-    target_os = "android",
-    target_os = "macos",
-    target_os = "ios"
-)))]
-fn platform_rename(
-    _src_dir: BorrowedFd<'_>,
-    _src_name: &OsStr,
-    _dst_dir: BorrowedFd<'_>,
-    _dst_name: &OsStr,
+/// `renameat2(RENAME_NOREPLACE)` / `renameatx_np(RENAME_EXCL)` alone, with
+/// no fallback: for a caller that has a way of its own when the kernel
+/// cannot (`ENOSYS` under the portable mechanisms; `EINVAL`, `ENOTSUP`
+/// where the filesystem refuses the flag).
+pub fn exclusive_rename_at(
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
 ) -> Result<(), Errno> {
-    Err(Errno::NOSYS)
+    platform::rename_with(src_dir, src_name, dst_dir, dst_name, RenameFlags::NOREPLACE)
+}
+
+/// Swaps two names in one step (`renameat2(RENAME_EXCHANGE)`,
+/// `renameatx_np(RENAME_SWAP)`): neither name is ever free. `ENOSYS` under
+/// the portable mechanisms, `EINVAL`/`ENOTSUP`/`EXDEV` where the
+/// filesystem cannot; the caller then has to do without (see
+/// `crate::lock::publish::publish_over`, which removes a stale lock in
+/// place instead).
+pub fn exchange_at(
+    a_dir: BorrowedFd<'_>,
+    a_name: &OsStr,
+    b_dir: BorrowedFd<'_>,
+    b_name: &OsStr,
+) -> Result<(), Errno> {
+    platform::rename_with(a_dir, a_name, b_dir, b_name, RenameFlags::EXCHANGE)
 }
 
 /// The directory fallback proper (see [`rename_directory_no_replace_at`]).

@@ -51,7 +51,7 @@ use crate::lock::table::{self, Generation, LockKey, Ticket};
 use crate::lock::verdict::{HostPolicy, Liveness, Observer, judge, judge_record};
 use crate::sys::errno::{errno_code, errno_text};
 use crate::sys::incarnation::{self, ThisProcess};
-use crate::sys::wait::{self, Cancel, HolderExit, Wake, Watch};
+use crate::sys::wait::{self, Cancel, HolderExit, HolderWatch, Wake, Watch};
 
 /// A test seam awaited between parent creation and publication in each
 /// attempt (`FileLockTestHooks.afterParentMkdir`). Its error text aborts the
@@ -196,11 +196,11 @@ enum Step {
     NotHead,
     /// Look again at once (the lock vanished, or was reclaimed).
     Retry,
-    /// Held by someone we must wait for; the holder's pidfd when it is a
-    /// local live process.
+    /// Held by someone we must wait for; the kernel's notice of the
+    /// holder's exit when it is a local live process.
     Held {
         holder: Box<Holder>,
-        exit: Option<OwnedFd>,
+        exit: Option<HolderWatch>,
     },
 }
 
@@ -567,23 +567,24 @@ fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
         }
         let delay = fallback_sleep(attempts.options.retry_delay).min(remaining);
         crate::debug!(
-            "waiting for {}: up to {} ms, woken by {}{}this process, or the timer",
+            "waiting for {}: up to {} ms, woken by {}{}this process, or the timer ({} mechanisms)",
             attempts.lock_path.display(),
             delay.as_millis(),
             if attempts.watch.is_some() {
-                "inotify, "
+                wait::NAME_EVENTS
             } else {
                 ""
             },
             if exit.is_some() {
-                "the holder's pidfd, "
+                wait::HOLDER_EVENTS
             } else {
                 ""
             },
+            crate::sys::platform::name(),
         );
         let woken = wait::sleep(
             attempts.watch.as_ref(),
-            exit.as_ref().map(|fd| fd.as_fd()),
+            exit.as_ref(),
             &attempts.wake,
             delay,
         );

@@ -2,11 +2,12 @@
 //! someone else's, while it still holds it.
 //!
 //! A [`LossWatch`] exists only while someone listens (`release.signal`,
-//! `onCompromised`): its own inotify instance watches the lock's parent for
-//! the lock name going or coming, and the published directory itself for
-//! being moved or deleted and for its record being changed. A thread of its
-//! own sleeps in `poll(2)` on that and on a [`Wake`] that stops it; nothing
-//! polls the disk on a timer. Each event is only a reason to look: the
+//! `onCompromised`): its own kernel watch ([`HeldEvents`]: inotify on
+//! Linux, kqueue on macOS) on the lock's parent for the lock name going or
+//! coming, and on the published directory itself for being moved or
+//! deleted and for its record being changed. A thread of its own sleeps on
+//! that and on a [`Wake`] that stops it; nothing polls the disk on a timer,
+//! except under the portable mechanisms, which have no such watch. Each event is only a reason to look: the
 //! verdict comes from [`standing`], the same identity the release checks
 //! (the published root, held open since publication, and the record's
 //! bytes), so events of our own writes, of neighbours' files or of a
@@ -14,20 +15,16 @@
 //! released (or was given back) is not lost: the watch ends silently.
 
 use std::ffi::OsStr;
-use std::mem::MaybeUninit;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use rustix::event::{PollFd, PollFlags};
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+use rustix::fd::{AsFd, BorrowedFd};
 use rustix::io::Errno;
 
 use crate::fs::fsx;
 use crate::lock::identity::INFO_NAME;
 use crate::lock::record::{MAX_RECORD_BYTES, OwnerRecord};
 use crate::lock::table::{self, Generation};
-use crate::sys::wait::Wake;
+use crate::sys::wait::{HeldEvents, Wake};
 
 /// How a held lock was lost.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,25 +123,7 @@ impl Drop for LossWatch {
 /// is lost (at once if it already is). `NOENT` if `id` is not held.
 pub fn watch(id: u64, lost: Box<dyn FnOnce(Loss) + Send>) -> Result<LossWatch, Errno> {
     let generation = table::held(id).ok_or(Errno::NOENT)?;
-    let events = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)?;
-    // The lock name leaving or arriving in the parent...
-    add_watch(
-        &events,
-        generation.parent.as_fd(),
-        WatchFlags::DELETE | WatchFlags::MOVED_FROM | WatchFlags::CREATE | WatchFlags::MOVED_TO,
-    )?;
-    // ... and our directory moved or deleted, or its record touched.
-    add_watch(
-        &events,
-        generation.root.as_fd(),
-        WatchFlags::DELETE_SELF
-            | WatchFlags::MOVE_SELF
-            | WatchFlags::DELETE
-            | WatchFlags::MOVED_FROM
-            | WatchFlags::CREATE
-            | WatchFlags::MOVED_TO
-            | WatchFlags::CLOSE_WRITE,
-    )?;
+    let events = HeldEvents::new(generation.parent.as_fd(), generation.root.as_fd())?;
     let stop = Wake::new();
     stop.arm();
     let stopped = stop.clone();
@@ -155,19 +134,12 @@ pub fn watch(id: u64, lost: Box<dyn FnOnce(Loss) + Send>) -> Result<LossWatch, E
     Ok(LossWatch { stop })
 }
 
-fn add_watch(events: &OwnedFd, dir: BorrowedFd<'_>, mask: WatchFlags) -> Result<(), Errno> {
-    // inotify takes a path: the magic link names exactly the directory we
-    // hold open, whatever happened to its path.
-    let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
-    inotify::add_watch(events, path, mask | WatchFlags::ONLYDIR).map(|_| ())
-}
-
 /// The watch's thread: looks once, then after each batch of events, until
 /// the lock is lost (told once), released, or the watch is stopped.
 fn watch_until_lost(
     id: u64,
     generation: &Generation,
-    events: &OwnedFd,
+    events: &HeldEvents,
     stop: &Wake,
     lost: Box<dyn FnOnce(Loss) + Send>,
 ) {
@@ -185,22 +157,10 @@ fn watch_until_lost(
         let Some(stop_fd) = stop.pollable() else {
             return;
         };
-        let mut fds = [
-            PollFd::new(events, PollFlags::IN),
-            PollFd::from_borrowed_fd(stop_fd, PollFlags::IN),
-        ];
-        match rustix::event::poll(&mut fds, None) {
-            Ok(_) | Err(Errno::INTR) => {}
-            Err(_) => return,
+        if events.wait(stop_fd).is_err() {
+            return;
         }
-        drain(events);
     }
-}
-
-fn drain(events: &OwnedFd) {
-    let mut buffer = [MaybeUninit::<u8>::uninit(); 4096];
-    let mut reader = inotify::Reader::new(events, &mut buffer);
-    while let Ok(_event) = reader.next() {}
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 use std::ffi::{OsStr, OsString};
 
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, AtFlags, Mode, OFlags, RenameFlags};
+use rustix::fs::{self, AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::fs::fsx;
@@ -110,7 +110,7 @@ pub fn publish_over(
     judged: &TreeSnapshot,
 ) -> Result<Takeover, PublishError> {
     let (staging, staged, _record) = stage_new(parent, lock_name, record)?;
-    match fs::renameat_with(parent, &staging, parent, lock_name, RenameFlags::EXCHANGE) {
+    match rename::exchange_at(parent, &staging, parent, lock_name) {
         Ok(()) => {}
         Err(errno) => {
             remove_staging(parent, &staging, Some(&staged.root));
@@ -134,8 +134,7 @@ pub fn publish_over(
             // the lock would leave it under our staging name for good. Give
             // it its name back and say why, as the in-place path would.
             let code = removal.os_code.or(removal.code).unwrap_or("io_error");
-            if fs::renameat_with(parent, &staging, parent, lock_name, RenameFlags::EXCHANGE).is_ok()
-            {
+            if rename::exchange_at(parent, &staging, parent, lock_name).is_ok() {
                 remove_staging(parent, &staging, Some(&staged.root));
                 return Ok(Takeover::Undeletable(code));
             }
@@ -147,8 +146,7 @@ pub fn publish_over(
             // Not what was judged (a successor, a copy): give it its name
             // back. If even that fails, leave both where they are: nothing
             // that is not ours is ever deleted.
-            if fs::renameat_with(parent, &staging, parent, lock_name, RenameFlags::EXCHANGE).is_ok()
-            {
+            if rename::exchange_at(parent, &staging, parent, lock_name).is_ok() {
                 remove_staging(parent, &staging, Some(&staged.root));
                 // Someone else renaming lock directories by name may have
                 // put the judged stale tree under our private name instead

@@ -75,12 +75,16 @@ impl OwnerRecord {
             pid: f64::from(std::process::id()),
             start_time: Some(this.start_time.clone()),
             start_time_format: Some(CANONICAL_START_TIME_FORMAT.to_string()),
-            process_incarnation: this.start_ticks.map(incarnation_of_ticks),
+            process_incarnation: this.start_ticks.and_then(incarnation_of_ticks),
             timestamp: timestamp_ms as f64,
             owner_token: Some(owner_token),
             owner_host_id,
             boot_id: this.boot_id.clone(),
-            start_ticks: None,
+            // Only where the platform has no upstream incarnation string
+            // (macOS): then the start travels as the contract's key.
+            start_ticks: this
+                .start_ticks
+                .filter(|&ticks| incarnation_of_ticks(ticks).is_none()),
             pid_ns: this.pid_ns.map(|ns| ns.to_string()),
         }
     }

@@ -12,10 +12,11 @@ use std::time::Duration;
 use std::ffi::OsStr;
 
 use rustix::fd::{AsFd, BorrowedFd};
-use rustix::fs::{self, AtFlags, FlockOperation, RenameFlags};
+use rustix::fs::{self, AtFlags, FlockOperation};
 use rustix::io::Errno;
 
 use crate::fs::fsx;
+use crate::fs::rename;
 use crate::fs::tree::{self, TreeSnapshot, sha256_hex};
 use crate::lock::fastpath;
 use crate::lock::identity::{INFO_NAME, info_entry};
@@ -298,7 +299,7 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     }
     // Detach: from here a successor may take the lock name; it is never in
     // reach of what follows.
-    if fs::renameat_with(parent, name, parent, &removing, RenameFlags::NOREPLACE).is_err() {
+    if rename::exclusive_rename_at(parent, name, parent, &removing).is_err() {
         return hand_over();
     }
     let detached_ours = stat_root(parent, &removing)
@@ -307,11 +308,11 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     if !detached_ours {
         // Someone swapped the name between our look and the rename, or
         // touched the record: give back what we moved, untouched.
-        let _ = fs::renameat_with(parent, &removing, parent, name, RenameFlags::NOREPLACE);
+        let _ = rename::exclusive_rename_at(parent, &removing, parent, name);
         return hand_over();
     }
     if let Err(errno) = fs::unlinkat(root, INFO_NAME, AtFlags::empty()) {
-        let _ = fs::renameat_with(parent, &removing, parent, name, RenameFlags::NOREPLACE);
+        let _ = rename::exclusive_rename_at(parent, &removing, parent, name);
         let _ = fs::flock(root, FlockOperation::Unlock);
         return Some(Err(Removal::Transient(crate::sys::errno::errno_code(
             errno,

@@ -16,14 +16,19 @@
 //! `process_incarnation`, `linux:<ticks>`: byte-identical to what upstream
 //! writes for the same process, so its readers judge our records by the
 //! ticks too instead of by the wall-clock `start_time`.
+//!
+//! On macOS the same three are the boot session UUID
+//! (`kern.bootsessionuuid`), the start in microseconds since the epoch
+//! (`proc_pidinfo`), and no pid namespace (there is none); the start
+//! travels as the contract's `start_ticks` key, since upstream's macOS
+//! incarnation string is not known byte for byte. All of it is read the
+//! OS's own way ([`crate::sys::platform::native`]), also under
+//! `EXACTLOCK_PLATFORM=portable`.
 
 use std::sync::{Arc, OnceLock};
 
-use rustix::fs;
-use rustix::io::Errno;
-
 use crate::sys::lstart;
-use crate::sys::process;
+use crate::sys::platform::native;
 
 /// The value written as `start_time` when it cannot be had.
 pub const UNKNOWN_START_TIME: &str = "unknown";
@@ -42,8 +47,7 @@ pub struct ThisProcess {
 }
 
 /// The kernel interface exactlock cannot work without is missing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProcMissing;
+pub use crate::sys::platform::ProcMissing;
 
 /// This process's identity, read on first use and kept for the life of the
 /// process (none of it can change: a process never leaves its boot or its
@@ -58,28 +62,19 @@ pub fn this_process() -> Result<Arc<ThisProcess>, ProcMissing> {
     if let Some(this) = THIS.get() {
         return Ok(this.clone());
     }
-    let seen_ticks = match process::self_stat() {
-        Ok(stat) => Some(stat.start_ticks),
-        Err(Errno::NOENT) => return Err(ProcMissing),
-        Err(_) => None,
-    };
-    // The wall-clock rendering uses the ticks as `/proc` shows them, with
-    // `btime` as it shows it (both shifted by a time namespace, in
-    // opposite directions, as `ps` sees them); the incarnation uses the
-    // initial time namespace's ticks, which every reader agrees on.
-    let rendered = seen_ticks
-        .and_then(lstart::start_secs)
-        .and_then(lstart::format_lstart);
-    let start_ticks = seen_ticks.and_then(process::root_ticks);
+    let own = native::own_start()?;
+    let rendered = own.start_secs.and_then(lstart::format_lstart);
     let this = ThisProcess {
         start_time: rendered
             .clone()
             .unwrap_or_else(|| UNKNOWN_START_TIME.to_string()),
-        start_ticks,
-        boot_id: read_boot_id(),
-        pid_ns: read_pid_ns(),
+        start_ticks: own.start_ticks,
+        boot_id: native::boot_id(),
+        pid_ns: native::pid_ns(),
     };
-    let complete = rendered.is_some() && this.boot_id.is_some() && this.pid_ns.is_some();
+    let complete = rendered.is_some()
+        && this.boot_id.is_some()
+        && (this.pid_ns.is_some() || !native::HAS_PID_NAMESPACES);
     if complete {
         return Ok(THIS.get_or_init(|| Arc::new(this)).clone());
     }
@@ -95,52 +90,35 @@ pub fn observer() -> (Option<String>, Option<u64>) {
     }
 }
 
-/// The `process_incarnation` value of a process that started `ticks` after
-/// boot: upstream 0.17's `linux:<ticks>`.
-pub fn incarnation_of_ticks(ticks: u64) -> String {
-    format!("linux:{ticks}")
+/// The `process_incarnation` value of a process whose start reads `ticks`:
+/// upstream 0.17's `linux:<ticks>` on Linux; `None` where upstream's form
+/// is not known byte for byte (macOS), so the record carries `start_ticks`
+/// instead.
+pub fn incarnation_of_ticks(ticks: u64) -> Option<String> {
+    native::INCARNATION_PREFIX.map(|prefix| format!("{prefix}{ticks}"))
 }
 
-/// The ticks of an incarnation string written on Linux, `None` for any
-/// other form (another platform's, or not one at all).
+/// The ticks of an incarnation string written on this platform, `None`
+/// for any other form (another platform's, or not one at all).
 pub fn ticks_of_incarnation(incarnation: &str) -> Option<u64> {
-    let digits = incarnation.strip_prefix("linux:")?;
+    let digits = incarnation.strip_prefix(native::INCARNATION_PREFIX?)?;
     let canonical = !digits.is_empty()
         && digits.bytes().all(|b| b.is_ascii_digit())
         && (digits == "0" || !digits.starts_with('0'));
     canonical.then(|| digits.parse().ok()).flatten()
 }
 
-/// `/proc/sys/kernel/random/boot_id`: 36 characters of UUID.
-fn read_boot_id() -> Option<String> {
-    let bytes = process::read_proc_file("/proc/sys/kernel/random/boot_id", 64)?;
-    let text = std::str::from_utf8(&bytes).ok()?.trim();
-    uuid::Uuid::parse_str(text).ok()?;
-    Some(text.to_string())
-}
-
-/// The inode of our pid namespace (what `readlink /proc/self/ns/pid`
-/// shows in brackets). `self` resolves to us in whatever namespace the
-/// mounted `/proc` belongs to, and the link names our own namespace.
-// `st_ino`'s raw type differs per platform, so the cast is not redundant
-// everywhere.
-#[allow(clippy::unnecessary_cast)]
-fn read_pid_ns() -> Option<u64> {
-    fs::stat("/proc/self/ns/pid")
-        .ok()
-        .map(|stat| stat.st_ino as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn this_process_matches_the_kernel_and_ps() {
         let this = this_process().expect("/proc is mounted where tests run");
         let ticks = this.start_ticks.expect("our own ticks are readable");
         assert_eq!(
-            process::stat_of(std::process::id()).map(|s| s.start_ticks),
+            crate::sys::platform::linux::procfs::start_ticks(std::process::id()),
             Some(ticks)
         );
         assert_eq!(
@@ -163,9 +141,13 @@ mod tests {
         assert!(Arc::ptr_eq(&this, &this_process().unwrap()));
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn incarnation_strings_round_trip_only_in_upstreams_form() {
-        assert_eq!(incarnation_of_ticks(123456789), "linux:123456789");
+        assert_eq!(
+            incarnation_of_ticks(123456789).as_deref(),
+            Some("linux:123456789")
+        );
         assert_eq!(ticks_of_incarnation("linux:123456789"), Some(123456789));
         assert_eq!(ticks_of_incarnation("linux:0"), Some(0));
         for other in [

@@ -1,6 +1,9 @@
 //! The wall-clock form of a process start time, exactly as
 //! `ps -o lstart= -p PID` prints it under `LC_ALL=C TZ=UTC`
-//! (`Wed Dec  2 08:36:20 2026`), and its inverse.
+//! (`Wed Dec  2 08:36:20 2026`), and its inverse. One formatter for every
+//! platform: Linux's procps and macOS's ps both print `strftime("%c")` of
+//! the start's whole seconds, which in the C locale is
+//! `%a %b %e %H:%M:%S %Y`.
 //!
 //! This is the identity the original module writes (`start_time`,
 //! `start_time_format: "utc-v1"`). It is *not* clock-independent: procps-ng
@@ -22,7 +25,7 @@
 
 use std::fmt::Write as _;
 
-use crate::sys::process::{read_proc_file, stat_of};
+use crate::sys::platform::native;
 
 /// Two `lstart` renderings this close (in seconds) name the same start:
 /// the difference is `btime` truncation or a clock step between the two
@@ -31,51 +34,25 @@ pub const CLOCK_SLACK_SECS: u64 = 2;
 
 /// The start time of `pid` as `ps -o lstart=` prints it with
 /// `LC_ALL=C TZ=UTC`, or `None` if it cannot be had (no such pid, `/proc`
-/// hidden or absent, not Linux). Like `ps`, this also answers for a zombie.
+/// hidden or absent). Like `ps`, this also answers for a zombie. Always the
+/// OS's own reading, also under `EXACTLOCK_PLATFORM=portable`: the record
+/// needs it, and there is no portable way to have it.
 pub fn start_time(pid: u32) -> Option<String> {
-    format_lstart(start_secs(stat_of(pid)?.start_ticks)?)
+    format_lstart(native::start_secs_of(pid)?)
 }
 
-/// The wall-clock start, in seconds since the epoch, of a process that
-/// started `start_ticks` clock ticks after boot, with `btime` as it is now.
+/// The wall-clock start, in seconds since the epoch, of a process whose
+/// start reads `start_ticks` in the platform's unit (Linux: clock ticks
+/// after boot, with `btime` as it is now; macOS: microseconds since the
+/// epoch).
 pub fn start_secs(start_ticks: u64) -> Option<u64> {
-    let hertz = clock_ticks_per_second()?;
-    read_btime()?.checked_add(start_ticks / hertz)
+    native::start_secs(start_ticks)
 }
-
-/// `sysconf(_SC_CLK_TCK)`, the unit of field 22 (100 on every Linux ABI).
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn clock_ticks_per_second() -> Option<u64> {
-    Some(rustix::param::clock_ticks_per_second()).filter(|&hz| hz > 0)
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn clock_ticks_per_second() -> Option<u64> {
-    None
-}
-
-/// Memory bound for `/proc/stat`; the `intr` line grows with the IRQ count,
-/// reaching tens of KiB on big machines.
-const PROC_STAT_LIMIT: usize = 16 << 20;
 
 /// This boot's start on the wall clock, in seconds since the epoch, as the
-/// kernel states it now (`btime`).
+/// kernel states it now.
 pub fn boot_secs() -> Option<u64> {
-    read_btime()
-}
-
-/// The `btime` line of `/proc/stat`, read now. Not `now − /proc/uptime`:
-/// that is fractional and jitters between calls, so a process starting
-/// near a second boundary would print differently from `ps`.
-fn read_btime() -> Option<u64> {
-    parse_btime(&read_proc_file("/proc/stat", PROC_STAT_LIMIT)?)
-}
-
-fn parse_btime(bytes: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    text.lines()
-        .find_map(|line| line.strip_prefix("btime "))
-        .and_then(|value| value.trim().parse().ok())
+    native::boot_secs()
 }
 
 const WEEKDAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
@@ -168,15 +145,6 @@ fn days_from_civil(year: i64, month: u32, day: u32) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parse_btime_finds_the_line() {
-        assert_eq!(
-            parse_btime(b"cpu  1 2 3\nintr 5 6\nbtime 1796207732\nprocesses 9\n"),
-            Some(1_796_207_732)
-        );
-        assert_eq!(parse_btime(b"cpu  1 2 3\nxbtime 5\n"), None);
-    }
 
     #[test]
     fn format_lstart_matches_known_dates_and_parses_back() {

@@ -1,9 +1,13 @@
-//! Tests for `process`. The comparisons with `ps` spawn it (only here: the
+//! Tests for `process` on Linux (the native mechanism: run without
+//! `EXACTLOCK_PLATFORM`). The comparisons with `ps` spawn it (only here: the
 //! library itself never spawns anything).
 
 use super::*;
 use crate::sys::incarnation::this_process;
 use crate::sys::lstart::start_time;
+use crate::sys::platform::linux::procfs::{
+    Stat, parse_boottime_offset_ns, parse_stat, root_ticks, self_stat, stat_of,
+};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,0 +1,284 @@
+//! Linux's wake-ups: inotify for a name leaving a directory, a pidfd for a
+//! holder's exit, an eventfd for this process's own signals, all waited on
+//! together in one `poll(2)`.
+
+use std::ffi::{OsStr, OsString};
+use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, Instant};
+
+use rustix::event::{EventfdFlags, PollFd, PollFlags};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::io::Errno;
+use rustix::process::PidfdFlags;
+
+use crate::sys::process::valid_pid;
+use crate::sys::wait::{HolderExit, Wake, WakeFd, Woken, timespec};
+
+/// An inotify watch on one directory for one name in it going away, owned
+/// by one head waiter.
+pub struct NameWatch {
+    fd: OwnedFd,
+    name: OsString,
+}
+
+impl NameWatch {
+    /// Watches `name` in the directory `dir`; `None` if the kernel cannot
+    /// (no inotify, descriptors or watches exhausted): the timer covers,
+    /// and the next attempt tries again.
+    pub fn new(dir: BorrowedFd<'_>, name: &OsStr) -> Option<NameWatch> {
+        let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).ok()?;
+        // The name deleted or moved away; and the directory itself moved or
+        // deleted (replaced by another at its path): the waiter looks again,
+        // and its next attempt watches whatever the path names now.
+        let mask = WatchFlags::DELETE
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::MOVE_SELF
+            | WatchFlags::DELETE_SELF
+            | WatchFlags::ONLYDIR;
+        add_watch(&fd, dir, mask).ok()?;
+        Some(NameWatch {
+            fd,
+            name: name.to_os_string(),
+        })
+    }
+
+    /// Reads what is queued: whether any event concerns the name or the
+    /// directory itself (or events were lost).
+    pub fn relevant_events(&self) -> bool {
+        let mut buffer = [MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = inotify::Reader::new(&self.fd, &mut buffer);
+        let mut relevant = false;
+        loop {
+            match reader.next() {
+                Ok(event) => {
+                    let everyone = event.events().intersects(
+                        ReadFlags::QUEUE_OVERFLOW
+                            | ReadFlags::IGNORED
+                            | ReadFlags::MOVE_SELF
+                            | ReadFlags::DELETE_SELF,
+                    );
+                    let ours = event
+                        .file_name()
+                        .is_some_and(|name| name.to_bytes() == self.name.as_bytes());
+                    relevant |= everyone || ours;
+                }
+                Err(Errno::INTR) => continue,
+                // EAGAIN: drained; anything else: the timer covers.
+                Err(_) => return relevant,
+            }
+        }
+    }
+}
+
+/// inotify takes a path; the magic link of our descriptor names exactly
+/// the directory we opened, whatever happened to its path.
+fn add_watch(events: &OwnedFd, dir: BorrowedFd<'_>, mask: WatchFlags) -> Result<(), Errno> {
+    let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
+    inotify::add_watch(events, path, mask | WatchFlags::ONLYDIR).map(|_| ())
+}
+
+/// A pidfd of the holder, readable once it has exited.
+pub type HolderWatch = OwnedFd;
+
+/// Opens a pidfd for `pid`.
+pub fn holder_exit(pid: u32) -> HolderExit {
+    let Some(pid) = valid_pid(pid) else {
+        return HolderExit::Unwatched;
+    };
+    match rustix::process::pidfd_open(pid, PidfdFlags::NONBLOCK) {
+        Ok(fd) => HolderExit::Watch(fd),
+        Err(Errno::SRCH) => HolderExit::AlreadyGone,
+        Err(_) => HolderExit::Unwatched,
+    }
+}
+
+/// An eventfd: one descriptor, a counter that any thread bumps.
+pub fn wake_fd() -> Option<WakeFd> {
+    rustix::event::eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)
+        .ok()
+        .map(WakeFd::Counter)
+}
+
+/// Sleeps on the calling thread until the watched name (or its directory)
+/// changes, the holder exits, `wake` is signalled, or `timeout` passes,
+/// whichever comes first. Events for other names in the directory (the
+/// user's own files written and renamed next to the lock, other waiters'
+/// staging) are read and slept through: they cost a wake-up of this
+/// thread, never an attempt. Spurious returns are harmless: the caller looks.
+pub fn sleep(
+    watch: Option<&NameWatch>,
+    holder: Option<&HolderWatch>,
+    wake: &Wake,
+    timeout: Duration,
+) -> Woken {
+    let deadline = Instant::now() + timeout;
+    let woken = loop {
+        let mut fds = Vec::with_capacity(3);
+        if let Some(watch) = watch {
+            fds.push(PollFd::new(&watch.fd, PollFlags::IN));
+        }
+        let holder_at = holder.map(|holder| {
+            fds.push(PollFd::new(holder, PollFlags::IN));
+            fds.len() - 1
+        });
+        if let Some(fd) = wake.pollable() {
+            fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
+        }
+        let left = timespec(deadline.saturating_duration_since(Instant::now()));
+        match rustix::event::poll(&mut fds, Some(&left)) {
+            Err(Errno::INTR) => continue,
+            // Timed out, or poll failed: the caller looks.
+            Ok(0) | Err(_) => break Woken::Timeout,
+            Ok(_) => {}
+        }
+        // Anything but the watch (the holder exited, a signal) ends the
+        // sleep; the watch only when an event concerns the lock's name.
+        let holder_exited = holder_at.is_some_and(|at| !fds[at].revents().is_empty());
+        let watch_only = watch.is_some() && fds.iter().skip(1).all(|fd| fd.revents().is_empty());
+        drop(fds);
+        if holder_exited {
+            break Woken::HolderExited;
+        }
+        if !watch_only {
+            break Woken::Signalled;
+        }
+        if watch.is_some_and(NameWatch::relevant_events) {
+            break Woken::NameChanged;
+        }
+    };
+    // Consume what woke us, so the next sleep waits for something new
+    // (the pidfd stays readable once its process exited; it is not
+    // waited on again).
+    wake.drain();
+    if let Some(watch) = watch {
+        let _ = watch.relevant_events();
+    }
+    woken
+}
+
+/// The events a held lock's watch wakes for: its name leaving or arriving
+/// in the parent, its directory moved or deleted, a file in it created,
+/// removed or written.
+pub struct HeldEvents {
+    fd: OwnedFd,
+}
+
+impl HeldEvents {
+    pub fn new(parent: BorrowedFd<'_>, root: BorrowedFd<'_>) -> Result<HeldEvents, Errno> {
+        let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)?;
+        add_watch(
+            &fd,
+            parent,
+            WatchFlags::DELETE | WatchFlags::MOVED_FROM | WatchFlags::CREATE | WatchFlags::MOVED_TO,
+        )?;
+        add_watch(
+            &fd,
+            root,
+            WatchFlags::DELETE_SELF
+                | WatchFlags::MOVE_SELF
+                | WatchFlags::DELETE
+                | WatchFlags::MOVED_FROM
+                | WatchFlags::CREATE
+                | WatchFlags::MOVED_TO
+                | WatchFlags::CLOSE_WRITE,
+        )?;
+        Ok(HeldEvents { fd })
+    }
+
+    /// Sleeps until an event or `stop`; `Err` when `poll` fails for good.
+    pub fn wait(&self, stop: BorrowedFd<'_>) -> Result<(), Errno> {
+        let mut fds = [
+            PollFd::new(&self.fd, PollFlags::IN),
+            PollFd::from_borrowed_fd(stop, PollFlags::IN),
+        ];
+        match rustix::event::poll(&mut fds, None) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(errno) => return Err(errno),
+        }
+        let mut buffer = [MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = inotify::Reader::new(self.fd.as_fd(), &mut buffer);
+        while let Ok(_event) = reader.next() {}
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::fsx;
+    use crate::testutil::tempdir;
+    use rustix::fd::AsFd;
+
+    #[test]
+    fn a_head_wakes_for_its_name_going_away_and_not_for_other_names() {
+        let root = tempdir("wait");
+        std::fs::create_dir(root.join("f.lock")).unwrap();
+        std::fs::create_dir(root.join("other.lock")).unwrap();
+        let dir = fsx::open_dir_nofollow(&root).unwrap();
+        let watch = NameWatch::new(dir.as_fd(), OsStr::new("f.lock")).unwrap();
+        let wake = Wake::new();
+        wake.arm();
+        std::fs::remove_dir(root.join("other.lock")).unwrap();
+        assert!(!watch.relevant_events());
+        std::fs::rename(root.join("f.lock"), root.join("moved")).unwrap();
+        let woken = sleep(Some(&watch), None, &wake, Duration::from_secs(5));
+        assert_eq!(woken, Woken::NameChanged);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_head_sleeps_through_events_for_other_names_in_its_directory() {
+        let root = tempdir("wait-others");
+        std::fs::create_dir(root.join("f.lock")).unwrap();
+        let dir = fsx::open_dir_nofollow(&root).unwrap();
+        let watch = NameWatch::new(dir.as_fd(), OsStr::new("f.lock")).unwrap();
+        let wake = Wake::new();
+        wake.arm();
+        let busy = root.clone();
+        // A neighbour writes files the way editors and config writers do
+        // (a temporary name renamed over the real one, a file deleted),
+        // then the lock's name goes away after 300 ms.
+        let neighbour = std::thread::spawn(move || {
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_millis(300) {
+                std::fs::write(busy.join("config.json.tmp"), b"{}").unwrap();
+                std::fs::rename(busy.join("config.json.tmp"), busy.join("config.json")).unwrap();
+                std::fs::remove_file(busy.join("config.json")).unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::fs::remove_dir(busy.join("f.lock")).unwrap();
+        });
+        let started = Instant::now();
+        let woken = sleep(Some(&watch), None, &wake, Duration::from_secs(30));
+        let slept = started.elapsed();
+        neighbour.join().unwrap();
+        // Woken by the name itself, and not before the neighbour was done
+        // (which is what sleeping through the other names means).
+        assert_eq!(woken, Woken::NameChanged);
+        assert!(
+            slept >= Duration::from_millis(290),
+            "woke after {slept:?} for another name"
+        );
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_holders_exit_wakes_a_sleeping_head() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.2")
+            .spawn()
+            .unwrap();
+        let HolderExit::Watch(pidfd) = holder_exit(child.id()) else {
+            panic!("a pidfd for a running child");
+        };
+        let wake = Wake::new();
+        wake.arm();
+        let woken = sleep(None, Some(&pidfd), &wake, Duration::from_secs(30));
+        assert_eq!(woken, Woken::HolderExited);
+        child.wait().unwrap();
+        assert!(matches!(holder_exit(child.id()), HolderExit::AlreadyGone));
+    }
+}

@@ -1,0 +1,70 @@
+//! Linux: `/proc` for processes, inotify + pidfd + eventfd for wake-ups,
+//! `openat2(RESOLVE_NO_SYMLINKS)` and `O_PATH` for no-follow opens;
+//! `renameat2` flags come through [`super::rename_with`].
+
+pub mod events;
+pub mod procfs;
+
+use std::path::Path;
+
+use rustix::fd::OwnedFd;
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
+
+pub use events::{HeldEvents, HolderWatch, NameWatch, holder_exit, sleep, wake_fd};
+pub use procfs::{boot_id, boot_secs, pid_ns, probe, start_secs, start_secs_of, start_ticks};
+
+use super::{OwnStart, ProcMissing};
+
+/// What [`super::name`] says of these mechanisms.
+pub const NAME: &str = "linux";
+
+/// What wakes a head for its lock's name, and for its holder's exit (as
+/// `NODE_DEBUG=exactlock` says).
+pub const NAME_EVENTS: &str = "inotify, ";
+pub const HOLDER_EVENTS: &str = "the holder's pidfd, ";
+
+/// Linux has pid namespaces: a record without one is incomplete.
+pub const HAS_PID_NAMESPACES: bool = true;
+
+/// Upstream 0.17's `process_incarnation` prefix: `linux:<ticks>`.
+pub const INCARNATION_PREFIX: Option<&str> = Some("linux:");
+
+/// `O_PATH`: open without reading.
+pub const PATH_ONLY: Option<OFlags> = Some(OFlags::PATH);
+
+/// This process's start from `/proc/self/stat`: the wall-clock rendering
+/// uses the ticks as `/proc` shows them, with `btime` as it shows it (both
+/// shifted by a time namespace, in opposite directions, as `ps` sees
+/// them); the identity uses the initial time namespace's ticks, which
+/// every reader agrees on. `Err` only when `/proc` is not mounted.
+pub fn own_start() -> Result<OwnStart, ProcMissing> {
+    let seen = match procfs::self_stat() {
+        Ok(stat) => Some(stat.start_ticks),
+        Err(Errno::NOENT) => return Err(ProcMissing),
+        Err(_) => None,
+    };
+    Ok(OwnStart {
+        start_secs: seen.and_then(procfs::start_secs),
+        start_ticks: seen.and_then(procfs::root_ticks),
+    })
+}
+
+/// `openat2(RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`: one syscall that
+/// refuses a symlink anywhere in `path` (`ELOOP`; `ENOTDIR` for one in the
+/// final component when `O_DIRECTORY` is asked). `None` where the kernel
+/// has no `openat2` (before 5.6, or a seccomp filter says `EPERM`) or saw
+/// a concurrent rename (`EAGAIN`): the caller's walk gives the same
+/// guarantee.
+pub fn open_nofollow(path: &Path, flags: OFlags) -> Option<Result<OwnedFd, Errno>> {
+    match rustix::fs::openat2(
+        rustix::fs::CWD,
+        path,
+        flags,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Err(Errno::NOSYS | Errno::AGAIN | Errno::PERM) => None,
+        other => Some(other),
+    }
+}
