@@ -450,8 +450,16 @@ fn claim_and_rename(
     dst_name: &OsStr,
     source: &PinnedSource,
 ) -> Result<(), Refusal> {
-    retry_interrupted(|| fs::mkdirat(dst_dir, dst_name, Mode::from_raw_mode(0o700)))
-        .map_err(refusal_from_errno)?;
+    retry_interrupted(|| fs::mkdirat(dst_dir, dst_name, Mode::from_raw_mode(0o700))).map_err(
+        |errno| match errno {
+            // SFTP has no "exists": sshfs reports the server's EEXIST as
+            // its generic failure, EPERM. A name that stands is the answer.
+            Errno::PERM if fsx::stat_nofollow(dst_dir, dst_name).is_ok() => {
+                Refusal::DestinationExists
+            }
+            errno => refusal_from_errno(errno),
+        },
+    )?;
     // Remember which directory is our claim, so a failed rename removes only
     // that one and never a contender's directory that replaced it.
     let claim = match fsx::stat_nofollow(dst_dir, dst_name) {

@@ -409,9 +409,7 @@ impl Staged {
             .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
         match fs::renameat(self.parent.as_fd(), &self.name, self.parent.as_fd(), lock_name) {
             Ok(()) => {}
-            Err(Errno::NOTEMPTY | Errno::EXIST | Errno::ISDIR | Errno::NOTDIR) => {
-                return Ok(PastCache::Present);
-            }
+            Err(errno) if volume::refused_by_what_stands(errno) => return Ok(PastCache::Present),
             Err(Errno::NOENT) => return Ok(PastCache::Lost),
             Err(errno) => return Err(PublishError::Os(errno)),
         }

@@ -72,6 +72,17 @@ pub fn may_serve_stale(_dir: BorrowedFd<'_>) -> bool {
     true
 }
 
+/// Whether a rename onto a name failed because of what stands there.
+/// `EPERM` counts: SFTP has no code for "not empty" or "exists", and sshfs
+/// reports the server's generic failure as `EPERM` (a permission problem
+/// is `EACCES` there).
+pub fn refused_by_what_stands(errno: Errno) -> bool {
+    matches!(
+        errno,
+        Errno::NOTEMPTY | Errno::EXIST | Errno::ISDIR | Errno::NOTDIR | Errno::PERM
+    )
+}
+
 /// Asks the server whether anything stands at `name` in `parent`, by
 /// renaming it onto `probe`: a directory of ours in `parent` that is not
 /// empty (a staged record). Never changes anything (see the module docs).
@@ -82,7 +93,7 @@ pub fn may_serve_stale(_dir: BorrowedFd<'_>) -> bool {
 pub fn on_server(parent: BorrowedFd<'_>, name: &OsStr, probe: &OsStr) -> OnServer {
     match fs::renameat(parent, name, parent, probe) {
         Err(Errno::NOENT) => OnServer::Absent,
-        Err(Errno::NOTEMPTY | Errno::EXIST | Errno::ISDIR | Errno::NOTDIR) => OnServer::Present,
+        Err(errno) if refused_by_what_stands(errno) => OnServer::Present,
         Err(_) => OnServer::Unknown,
         Ok(()) => {
             // Nothing takes the name meanwhile that a no-replace rename
