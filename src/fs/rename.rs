@@ -476,7 +476,15 @@ fn claim_and_rename(
                 // Best effort: AT_REMOVEDIR removes only an empty directory.
                 let _ = fs::unlinkat(dst_dir, dst_name, AtFlags::REMOVEDIR);
             }
-            Err(refusal_from_errno(errno))
+            match errno {
+                // sshfs's EPERM is SFTP's generic failure: the server refused
+                // to replace what now stands at the name (not our empty
+                // claim, which a rename replaces). Contention, not permissions.
+                Errno::PERM if fsx::stat_nofollow(dst_dir, dst_name).is_ok() => {
+                    Err(Refusal::DestinationExists)
+                }
+                errno => Err(refusal_from_errno(errno)),
+            }
         }
     }
 }

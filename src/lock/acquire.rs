@@ -1005,8 +1005,9 @@ impl Attempts {
     }
 
     /// On a mount whose client may serve stale metadata, a lock that looks
-    /// missing although the publication was refused, or held by an empty
-    /// directory, is checked with the server before anyone believes it
+    /// missing although the publication was refused, held by an empty
+    /// directory, or anything but a valid record, is checked with the
+    /// server before anyone believes it
     /// (see [`crate::lock::volume`]): if the server has nothing at the lock
     /// name, the lock is free and our staged record is published past the
     /// client's cache. `None`: the observation stands.
@@ -1016,13 +1017,17 @@ impl Attempts {
         record: &[u8],
         observation: &Observation,
     ) -> Result<Option<Judged>, AcquireError> {
-        let doubtful = matches!(
+        // Only a valid record read through `open` (which the server answers)
+        // is taken as it is; anything else may be the cache's picture: a
+        // listing that still shows an `info` the server no longer has
+        // ("unrecognized"), a size cached from another generation
+        // ("malformed"), a directory gone under our handle.
+        let doubtful = !matches!(
             observation,
-            Observation::Missing
-                | Observation::Lock {
-                    owner: Owner::NoRecord { .. },
-                    ..
-                }
+            Observation::Lock {
+                owner: Owner::Valid { .. },
+                ..
+            }
         );
         if !doubtful || !volume::may_serve_stale(parent) {
             return Ok(None);
