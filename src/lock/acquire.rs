@@ -41,8 +41,8 @@ use crate::lock::fastpath;
 use crate::lock::guard::{self, Guarded};
 use crate::lock::observe::{Observation, Owner, glance_record, observe};
 use crate::lock::publish::{
-    PastCache, Publication, PublishError, Published, Staged, StagedPublication, Takeover,
-    publish, publish_over,
+    PastCache, Publication, PublishError, Published, Staged, StagedPublication, Takeover, publish,
+    publish_over,
 };
 use crate::lock::record::OwnerRecord;
 use crate::lock::release;

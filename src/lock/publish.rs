@@ -407,7 +407,12 @@ impl Staged {
         }
         crate::sys::faults::check("publish.rename")
             .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
-        match fs::renameat(self.parent.as_fd(), &self.name, self.parent.as_fd(), lock_name) {
+        match fs::renameat(
+            self.parent.as_fd(),
+            &self.name,
+            self.parent.as_fd(),
+            lock_name,
+        ) {
             Ok(()) => {}
             Err(errno) if volume::refused_by_what_stands(errno) => return Ok(PastCache::Present),
             Err(Errno::NOENT) => return Ok(PastCache::Lost),
