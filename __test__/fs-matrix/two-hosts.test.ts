@@ -46,9 +46,11 @@ let sshfs: Mount | undefined;
 let secondView: string | undefined;
 let why: string | undefined;
 
+const notRun: string[] = [];
+
 function ready(what: string): { exportDir: string; view: string; second: string } | undefined {
   if (why !== undefined || !sshfs) {
-    console.warn(`SKIPPED (needs root): two hosts on one volume: ${what} (${why ?? "sshfs not mounted"})`);
+    notRun.push(what);
     return undefined;
   }
   return { exportDir: sshfs.exportDir!, view: sshfs.dir, second: secondView! };
@@ -63,6 +65,8 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
+  // One loud line for everything this suite could not run.
+  if (notRun.length > 0) console.warn(`SKIPPED (needs root): two hosts on one volume (${why ?? "sshfs not mounted"}): ${notRun.join("; ")}`);
   await cleanup();
   await unmountAll();
 }, 60_000);
