@@ -211,6 +211,9 @@ describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
       expect(outcome, "another host must never reclaim host A's lock").toMatchObject({ ok: false, code: "ELOCKED" });
       expect(outcome.message).toContain("host-a");
       expect(fs.readFileSync(path.join(dirs.a, "f.lock", "info"), "utf8")).toBe(record);
+      // The waiter that gave up left no staging directory behind (issue 13
+      // found them, empty, after every failed wait through sshfs).
+      expect(lockNames(dirs.a, "f")).toEqual(["f.lock"]);
     }
 
     const reclaimer = hostA(["acquire", path.join(dirs.a, "f"), JSON.stringify(HOST_A)]);

@@ -645,6 +645,57 @@ mod tests {
     }
 
     #[test]
+    fn publishing_past_a_cache_asks_first_and_never_replaces_what_stands() {
+        let root = tempdir("past-cache");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let lock = OsStr::new("f.lock");
+        // An empty legacy holder: present, kept, and our staging stays ours.
+        std::fs::create_dir(root.join("f.lock")).unwrap();
+        let mut staged = Staged::new(parent.as_fd(), lock, b"{\"timestamp\":1}").unwrap();
+        let held = staged
+            .publish_past_cache(lock, b"{\"timestamp\":2}")
+            .unwrap();
+        assert!(matches!(held, PastCache::Present));
+        assert_eq!(listing(&root.join("f.lock")), Vec::<String>::new());
+        assert_eq!(listing(&root).len(), 2);
+        // A lock with a record: present, its bytes untouched.
+        std::fs::write(root.join("f.lock/info"), b"theirs").unwrap();
+        let held = staged
+            .publish_past_cache(lock, b"{\"timestamp\":3}")
+            .unwrap();
+        assert!(matches!(held, PastCache::Present));
+        assert_eq!(std::fs::read(root.join("f.lock/info")).unwrap(), b"theirs");
+        // Free on the volume: published, exactly our tree.
+        std::fs::remove_dir_all(root.join("f.lock")).unwrap();
+        let Ok(PastCache::Published(published)) =
+            staged.publish_past_cache(lock, b"{\"timestamp\":4}")
+        else {
+            panic!("published");
+        };
+        assert_eq!(listing(&root), ["f.lock"]);
+        assert_eq!(
+            std::fs::read(root.join("f.lock/info")).unwrap(),
+            b"{\"timestamp\":4}"
+        );
+        let walked = tree::snapshot_tree_at(parent.as_fd(), lock).unwrap();
+        assert!(published.tree.same_tree_as(&walked));
+        drop(staged);
+        assert_eq!(listing(&root), ["f.lock"]);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_dropped_staging_leaves_nothing_behind() {
+        let root = tempdir("staged-drop");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let staged = Staged::new(parent.as_fd(), OsStr::new("f.lock"), b"{}").unwrap();
+        assert_eq!(listing(&root).len(), 1);
+        drop(staged);
+        assert_eq!(listing(&root), Vec::<String>::new());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
     fn staging_names_are_unique_and_carry_our_pid() {
         let lock = OsStr::new("state.json.lock");
         let staging = staging_name(lock);
