@@ -440,8 +440,16 @@ fn claim_and_rename(
     dst_name: &OsStr,
     source: &PinnedSource,
 ) -> Result<(), Refusal> {
-    retry_interrupted(|| fs::mkdirat(dst_dir, dst_name, Mode::from_raw_mode(0o700)))
-        .map_err(refusal_from_errno)?;
+    retry_interrupted(|| fs::mkdirat(dst_dir, dst_name, Mode::from_raw_mode(0o700))).map_err(
+        |errno| match errno {
+            // SFTP has no "exists": sshfs reports the server's EEXIST as
+            // its generic failure, EPERM. A name that stands is the answer.
+            Errno::PERM if fsx::stat_nofollow(dst_dir, dst_name).is_ok() => {
+                Refusal::DestinationExists
+            }
+            errno => refusal_from_errno(errno),
+        },
+    )?;
     // Remember which directory is our claim, so a failed rename removes only
     // that one and never a contender's directory that replaced it.
     let claim = match fsx::stat_nofollow(dst_dir, dst_name) {
@@ -458,7 +466,15 @@ fn claim_and_rename(
                 // Best effort: AT_REMOVEDIR removes only an empty directory.
                 let _ = fs::unlinkat(dst_dir, dst_name, AtFlags::REMOVEDIR);
             }
-            Err(refusal_from_errno(errno))
+            match errno {
+                // sshfs's EPERM is SFTP's generic failure: the server refused
+                // to replace what now stands at the name (not our empty
+                // claim, which a rename replaces). Contention, not permissions.
+                Errno::PERM if fsx::stat_nofollow(dst_dir, dst_name).is_ok() => {
+                    Err(Refusal::DestinationExists)
+                }
+                errno => Err(refusal_from_errno(errno)),
+            }
         }
     }
 }

@@ -41,7 +41,7 @@ use crate::lock::fastpath;
 use crate::lock::guard::{self, Guarded};
 use crate::lock::observe::{Observation, Owner, glance_record, observe};
 use crate::lock::publish::{
-    Publication, PublishError, Published, Staged, StagedPublication, Takeover, publish,
+    PastCache, Publication, PublishError, Published, Staged, StagedPublication, Takeover, publish,
     publish_over,
 };
 use crate::lock::record::OwnerRecord;
@@ -49,6 +49,7 @@ use crate::lock::release;
 use crate::lock::report::{Holder, HolderState, describe, describe_record};
 use crate::lock::table::{self, Generation, LockKey, Ticket};
 use crate::lock::verdict::{HostPolicy, Liveness, Observer, judge, judge_record};
+use crate::lock::volume;
 use crate::sys::errno::{errno_code, errno_text};
 use crate::sys::incarnation::{self, ThisProcess};
 use crate::sys::wait::{self, Cancel, HolderExit, HolderWatch, Wake, Watch};
@@ -980,6 +981,9 @@ impl Attempts {
         }
         let observation = observe(parent, &self.lock_name)
             .map_err(|e| self.io(e.0, "cannot read the lock's owner record"))?;
+        if let Some(judged) = self.judge_past_cache(parent, record, &observation)? {
+            return Ok(judged);
+        }
         let verdict = self.judge(&observation);
         crate::debug!(
             "verdict on {} ({}): {verdict}",
@@ -999,6 +1003,65 @@ impl Attempts {
             verdict,
             &self.options.policy,
         )))
+    }
+
+    /// On a mount whose client may serve stale metadata, a lock that looks
+    /// missing although the publication was refused, held by an empty
+    /// directory, or anything but a valid record, is checked with the
+    /// server before anyone believes it
+    /// (see [`crate::lock::volume`]): if the server has nothing at the lock
+    /// name, the lock is free and our staged record is published past the
+    /// client's cache. `None`: the observation stands.
+    fn judge_past_cache(
+        &mut self,
+        parent: BorrowedFd<'_>,
+        record: &[u8],
+        observation: &Observation,
+    ) -> Result<Option<Judged>, AcquireError> {
+        // Only a valid record read through `open` (which the server answers)
+        // is taken as it is; anything else may be the cache's picture: a
+        // listing that still shows an `info` the server no longer has
+        // ("unrecognized"), a size cached from another generation
+        // ("malformed"), a directory gone under our handle.
+        let doubtful = !matches!(
+            observation,
+            Observation::Lock {
+                owner: Owner::Valid { .. },
+                ..
+            }
+        );
+        if !doubtful || !volume::may_serve_stale(parent) {
+            return Ok(None);
+        }
+        let mut staged = match self.staged.take() {
+            Some(staged) if staged.fits(parent, record) => staged,
+            _ => match Staged::new(parent, &self.lock_name, record) {
+                Ok(staged) => staged,
+                Err(PublishError::Os(Errno::NOENT)) => return Ok(Some(Judged::Retry)),
+                Err(error) => return Err(self.publish_error(error)),
+            },
+        };
+        let outcome = staged
+            .publish_past_cache(&self.lock_name, record)
+            .map_err(|error| self.publish_error(error))?;
+        crate::debug!(
+            "asked the server about {} (the client's cache may be stale): {}",
+            self.lock_path.display(),
+            match &outcome {
+                PastCache::Published(_) => "free, published",
+                PastCache::Present => "something stands there",
+                PastCache::Unknown => "no answer",
+                PastCache::Lost => "our staging vanished",
+            }
+        );
+        match outcome {
+            PastCache::Published(published) => Ok(Some(Judged::Won(published))),
+            PastCache::Lost => Ok(Some(Judged::Retry)),
+            PastCache::Present | PastCache::Unknown => {
+                self.staged = Some(staged);
+                Ok(None)
+            }
+        }
     }
 
     /// A first look at the record alone, which is all a holder that must be

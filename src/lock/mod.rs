@@ -20,3 +20,4 @@ pub mod release;
 pub mod report;
 pub mod table;
 pub mod verdict;
+pub mod volume;

@@ -59,6 +59,17 @@ pub struct ObserveError(pub Errno);
 /// `info` bytes), otherwise the tree changed under us and the answer is
 /// [`Observation::Transient`].
 pub fn observe(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, ObserveError> {
+    match observe_lock(parent, name) {
+        // ESTALE, at any step: a network or FUSE client's handle of an
+        // object the server no longer has. Gone, as far as the volume is
+        // concerned (and checked with the server before anyone publishes
+        // on it: see `crate::lock::volume`).
+        Err(ObserveError(Errno::STALE)) => Ok(Observation::Missing),
+        other => other,
+    }
+}
+
+fn observe_lock(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, ObserveError> {
     if let Err(code) = crate::sys::faults::check("observe") {
         let errno = crate::sys::faults::errno_of(code);
         if !is_transient(errno) {
@@ -68,7 +79,7 @@ pub fn observe(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, Obse
     }
     let dir = match fsx::open_child_dir(parent, name) {
         Ok(dir) => dir,
-        Err(Errno::NOENT) => return Ok(Observation::Missing),
+        Err(Errno::NOENT | Errno::STALE) => return Ok(Observation::Missing),
         Err(Errno::NOTDIR) | Err(Errno::LOOP) => {
             return Ok(Observation::Refused {
                 code: "not_a_directory",
@@ -148,6 +159,8 @@ fn read_info(dir: BorrowedFd<'_>) -> Result<InfoRead, ObserveError> {
     match fsx::read_regular_bounded(dir, OsStr::new(INFO_NAME), MAX_RECORD_BYTES) {
         Ok(read) => Ok(InfoRead::Present(read.bytes)),
         Err(ReadRefusal::Os(Errno::NOENT)) => Ok(InfoRead::Absent),
+        // The lock directory went away on the server under our handle.
+        Err(ReadRefusal::Os(Errno::STALE)) => Ok(InfoRead::Settled(Observation::Missing)),
         Err(ReadRefusal::NotRegular) => refused("info_not_regular"),
         // Too large to be a record: malformed, and we did not read it.
         Err(ReadRefusal::TooLarge) => refused("info_too_large"),

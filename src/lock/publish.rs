@@ -17,6 +17,7 @@ use crate::fs::fsx;
 use crate::fs::rename;
 use crate::fs::tree::{self, TreeSnapshot};
 use crate::lock::identity::INFO_NAME;
+use crate::lock::volume::{self, OnServer};
 
 const DIR_MODE: u32 = 0o700;
 const INFO_MODE: u32 = 0o600;
@@ -109,7 +110,9 @@ pub fn publish_over(
     record: &[u8],
     judged: &TreeSnapshot,
 ) -> Result<Takeover, PublishError> {
-    let (staging, staged, _record) = stage_new(parent, lock_name, record)?;
+    let (staging, staged, record_fd) = stage_new(parent, lock_name, record)?;
+    // Closed first, as in [`publish`].
+    drop(record_fd);
     match rename::exchange_at(parent, &staging, parent, lock_name) {
         Ok(()) => {}
         Err(errno) => {
@@ -169,7 +172,11 @@ pub fn publish(
     lock_name: &OsStr,
     record: &[u8],
 ) -> Result<Publication, PublishError> {
-    let (staging, staged, _record) = stage_new(parent, lock_name, record)?;
+    let (staging, staged, record_fd) = stage_new(parent, lock_name, record)?;
+    // Closed before anything may remove it: a FUSE filesystem (libfuse
+    // without `hard_remove`) turns the unlink of an open file into a rename
+    // to `.fuse_hidden…`, and the staging directory could not be removed.
+    drop(record_fd);
     let outcome = match crate::sys::faults::check("publish.rename") {
         Ok(()) => rename::rename_no_replace_at(parent, &staging, parent, lock_name),
         Err(code) => {
@@ -261,8 +268,9 @@ pub struct Staged {
     name: OsString,
     /// `None` once published: it became the lock directory.
     root: Option<OwnedFd>,
-    /// The record, kept open so its timestamp can be renewed in place.
-    info: OwnedFd,
+    /// The record, kept open so its timestamp can be renewed in place;
+    /// closed (taken) before the staging directory is removed.
+    info: Option<OwnedFd>,
     len: usize,
 }
 
@@ -293,7 +301,7 @@ impl Staged {
             parent_id,
             name,
             root: Some(published.root),
-            info,
+            info: Some(info),
             len: record.len(),
         })
     }
@@ -315,28 +323,9 @@ impl Staged {
         lock_name: &OsStr,
         record: &[u8],
     ) -> Result<StagedPublication, PublishError> {
-        debug_assert_eq!(record.len(), self.len);
-        write_all(self.info.as_fd(), record, 0).map_err(PublishError::Os)?;
-        // Observed before the rename, which changes neither inode's
-        // identity nor the record's times: once the name is ours, nothing
-        // can fail before the lock is recorded as held.
-        let root = self.root.as_ref().expect("staged until published");
-        let tree = TreeSnapshot::of_single_file(
-            &fs::fstat(root).map_err(PublishError::Os)?,
-            INFO_NAME,
-            &fs::fstat(&self.info).map_err(PublishError::Os)?,
-            record,
-        );
-        // The staging name must still be our directory: it waited in a
-        // shared directory for as long as the lock was held, and whatever
-        // the rename moves becomes the lock. (The rename itself pins its
-        // source, so nothing can be swapped in after this look.)
-        let still_ours = fsx::stat_nofollow(self.parent.as_fd(), &self.name).is_ok_and(|now| {
-            (fsx::dev_of(&now), fsx::ino_of(&now)) == (tree.root_dev, tree.root_ino)
-        });
-        if !still_ours {
+        let Some(tree) = self.renew(record)? else {
             return Ok(StagedPublication::Lost);
-        }
+        };
         crate::sys::faults::check("publish.rename")
             .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
         let outcome = rename::rename_no_replace_at(
@@ -359,8 +348,105 @@ impl Staged {
     }
 }
 
+impl Staged {
+    /// Writes `record` over the staged one and snapshots the tree as it
+    /// will be published; `None` if the staging name is no longer our
+    /// directory.
+    fn renew(&mut self, record: &[u8]) -> Result<Option<TreeSnapshot>, PublishError> {
+        debug_assert_eq!(record.len(), self.len);
+        let (Some(root), Some(info)) = (self.root.as_ref(), self.info.as_ref()) else {
+            return Ok(None);
+        };
+        write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
+        // Observed before the rename, which changes neither inode's
+        // identity nor the record's times: once the name is ours, nothing
+        // can fail before the lock is recorded as held.
+        let tree = TreeSnapshot::of_single_file(
+            &fs::fstat(root).map_err(PublishError::Os)?,
+            INFO_NAME,
+            &fs::fstat(info).map_err(PublishError::Os)?,
+            record,
+        );
+        // The staging name must still be our directory: it waited in a
+        // shared directory for as long as the lock was held, and whatever
+        // the rename moves becomes the lock. (The rename itself pins its
+        // source, so nothing can be swapped in after this look.)
+        let still_ours = fsx::stat_nofollow(self.parent.as_fd(), &self.name).is_ok_and(|now| {
+            (fsx::dev_of(&now), fsx::ino_of(&now)) == (tree.root_dev, tree.root_ino)
+        });
+        Ok(still_ours.then_some(tree))
+    }
+
+    /// Publishes past a client cache that still shows a lock the server no
+    /// longer has (see [`crate::lock::volume`]): asks the server whether
+    /// anything stands at `lock_name`, and only if nothing does, renames
+    /// the staging directory onto it.
+    ///
+    /// The client refuses the exclusive forms (`renameat2`, `mkdir`) from
+    /// its cached entry without asking the server, so the rename is the
+    /// plain one, which the server carries out exactly when the name is
+    /// free or holds an empty directory; it follows the server's "nothing
+    /// there" by one round trip. The residual risk is an empty lock
+    /// directory made by a legacy `mkdir` locker inside that round trip.
+    /// A populated lock (every exactlock and upstream lock) is never
+    /// replaced: the server refuses with `ENOTEMPTY`.
+    pub fn publish_past_cache(
+        &mut self,
+        lock_name: &OsStr,
+        record: &[u8],
+    ) -> Result<PastCache, PublishError> {
+        let Some(tree) = self.renew(record)? else {
+            return Ok(PastCache::Lost);
+        };
+        match volume::on_server(self.parent.as_fd(), lock_name, &self.name) {
+            OnServer::Absent => {}
+            OnServer::Present => return Ok(PastCache::Present),
+            OnServer::Unknown => return Ok(PastCache::Unknown),
+        }
+        crate::sys::faults::check("publish.rename")
+            .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
+        match fs::renameat(
+            self.parent.as_fd(),
+            &self.name,
+            self.parent.as_fd(),
+            lock_name,
+        ) {
+            Ok(()) => {}
+            Err(errno) if volume::refused_by_what_stands(errno) => return Ok(PastCache::Present),
+            Err(Errno::NOENT) => return Ok(PastCache::Lost),
+            Err(errno) => return Err(PublishError::Os(errno)),
+        }
+        let published = fsx::stat_nofollow(self.parent.as_fd(), lock_name).is_ok_and(|now| {
+            (fsx::dev_of(&now), fsx::ino_of(&now)) == (tree.root_dev, tree.root_ino)
+        });
+        if !published {
+            // Renamed, but the name shows something else already: the
+            // directory is no longer at our staging name either; what the
+            // name holds is not ours to touch.
+            self.root = None;
+            return Ok(PastCache::Lost);
+        }
+        let root = self.root.take().expect("staged until published");
+        Ok(PastCache::Published(Published { root, tree }))
+    }
+}
+
+/// What [`Staged::publish_past_cache`] did.
+#[derive(Debug)]
+pub enum PastCache {
+    Published(Published),
+    /// The server has something at the lock name: the client's view stands.
+    Present,
+    /// The server did not answer the question: nothing was done.
+    Unknown,
+    /// The staging directory is gone: stage again.
+    Lost,
+}
+
 impl Drop for Staged {
     fn drop(&mut self) {
+        // The record is closed before its unlink (see [`publish`]).
+        self.info = None;
         if let Some(root) = &self.root {
             remove_staging(self.parent.as_fd(), &self.name, Some(root));
         }
@@ -553,6 +639,57 @@ mod tests {
             std::fs::read(root.join(&staging).join("info")).unwrap(),
             b"not ours"
         );
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn publishing_past_a_cache_asks_first_and_never_replaces_what_stands() {
+        let root = tempdir("past-cache");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let lock = OsStr::new("f.lock");
+        // An empty legacy holder: present, kept, and our staging stays ours.
+        std::fs::create_dir(root.join("f.lock")).unwrap();
+        let mut staged = Staged::new(parent.as_fd(), lock, b"{\"timestamp\":1}").unwrap();
+        let held = staged
+            .publish_past_cache(lock, b"{\"timestamp\":2}")
+            .unwrap();
+        assert!(matches!(held, PastCache::Present));
+        assert_eq!(listing(&root.join("f.lock")), Vec::<String>::new());
+        assert_eq!(listing(&root).len(), 2);
+        // A lock with a record: present, its bytes untouched.
+        std::fs::write(root.join("f.lock/info"), b"theirs").unwrap();
+        let held = staged
+            .publish_past_cache(lock, b"{\"timestamp\":3}")
+            .unwrap();
+        assert!(matches!(held, PastCache::Present));
+        assert_eq!(std::fs::read(root.join("f.lock/info")).unwrap(), b"theirs");
+        // Free on the volume: published, exactly our tree.
+        std::fs::remove_dir_all(root.join("f.lock")).unwrap();
+        let Ok(PastCache::Published(published)) =
+            staged.publish_past_cache(lock, b"{\"timestamp\":4}")
+        else {
+            panic!("published");
+        };
+        assert_eq!(listing(&root), ["f.lock"]);
+        assert_eq!(
+            std::fs::read(root.join("f.lock/info")).unwrap(),
+            b"{\"timestamp\":4}"
+        );
+        let walked = tree::snapshot_tree_at(parent.as_fd(), lock).unwrap();
+        assert!(published.tree.same_tree_as(&walked));
+        drop(staged);
+        assert_eq!(listing(&root), ["f.lock"]);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_dropped_staging_leaves_nothing_behind() {
+        let root = tempdir("staged-drop");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let staged = Staged::new(parent.as_fd(), OsStr::new("f.lock"), b"{}").unwrap();
+        assert_eq!(listing(&root).len(), 1);
+        drop(staged);
+        assert_eq!(listing(&root), Vec::<String>::new());
         std::fs::remove_dir_all(root).unwrap();
     }
 

@@ -1,0 +1,148 @@
+//! Judge the volume, not a cache.
+//!
+//! On a network or FUSE mount the client answers `stat`, lookups and
+//! directory listings from its own cache. sshfs, by default, keeps a
+//! positive answer for 20 s and forgets it only when *this* client changes
+//! the name: after another host released a lock, the client still shows the
+//! lock directory (the `mkdir` and `renameat2` of a publication are refused
+//! by the kernel from that cached entry, without asking the server), while
+//! the `info` inside, looked up afresh, is gone. Judged from the cache, the
+//! lock looks "held by an empty directory" for as long as the cache lasts —
+//! longer than a whole default waiting budget.
+//!
+//! So on such a mount ([`may_serve_stale`], by `statfs` type) an observation
+//! that finds the lock missing or ownerless is never taken as the truth.
+//! The server is asked instead, with an operation no client cache can
+//! answer: renaming the lock name onto a *non-empty* directory of ours
+//! ([`on_server`]). POSIX rename never replaces a non-empty directory, so
+//! the call cannot change anything: the server fails it with `ENOENT`
+//! exactly when nothing stands at the lock name, and with `ENOTEMPTY`,
+//! `EEXIST`, `EISDIR` or `ENOTDIR` when something does (a lock, an empty
+//! legacy holder, a file). Only then does a waiter publish past the cache.
+
+use std::ffi::OsStr;
+
+use rustix::fd::BorrowedFd;
+use rustix::fs;
+use rustix::io::Errno;
+
+/// What the server says stands at a lock name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnServer {
+    /// Nothing: the name is free on the volume, whatever the client shows.
+    Absent,
+    /// Something (a lock, an empty directory, a file).
+    Present,
+    /// The server did not say (another error): trust nothing, decide nothing.
+    Unknown,
+}
+
+/// Whether `dir` is on a filesystem whose client may serve stale metadata:
+/// FUSE (sshfs, rclone, s3fs…), NFS, SMB/CIFS, 9p, Ceph, AFS, Coda, the
+/// cluster filesystems. Local filesystems (and overlayfs of local layers)
+/// answer from the one true copy.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn may_serve_stale(dir: BorrowedFd<'_>) -> bool {
+    // `statfs(2)` magic numbers (linux/magic.h and the filesystems' own).
+    const CACHING_CLIENTS: &[u64] = &[
+        0x6573_5546, // FUSE (sshfs and every other FUSE filesystem)
+        0x6969,      // NFS
+        0x517B,      // SMB
+        0xFE53_4D42, // SMB2
+        0xFF53_4D42, // CIFS
+        0x0102_1997, // 9p (v9fs)
+        0x00C3_6400, // Ceph
+        0x5346_414F, // AFS
+        0x6B41_4653, // kAFS
+        0x7375_7245, // Coda
+        0x564C,      // NCP
+        0x7461_636F, // OCFS2
+        0x0116_1970, // GFS2
+        0x0BD0_0BD0, // Lustre
+        0x4750_4653, // GPFS
+        0x1983_0326, // OrangeFS
+    ];
+    fs::fstatfs(dir).is_ok_and(|stat| CACHING_CLIENTS.contains(&(stat.f_type as u64)))
+}
+
+/// Elsewhere the filesystem type is not told apart: every answer is
+/// checked with the server (it costs one rename on a contended attempt).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn may_serve_stale(_dir: BorrowedFd<'_>) -> bool {
+    true
+}
+
+/// Whether a rename onto a name failed because of what stands there.
+/// `EPERM` counts: SFTP has no code for "not empty" or "exists", and sshfs
+/// reports the server's generic failure as `EPERM` (a permission problem
+/// is `EACCES` there).
+pub fn refused_by_what_stands(errno: Errno) -> bool {
+    matches!(
+        errno,
+        Errno::NOTEMPTY | Errno::EXIST | Errno::ISDIR | Errno::NOTDIR | Errno::PERM
+    )
+}
+
+/// Asks the server whether anything stands at `name` in `parent`, by
+/// renaming it onto `probe`: a directory of ours in `parent` that is not
+/// empty (a staged record). Never changes anything (see the module docs).
+///
+/// Should the rename succeed all the same (`probe` was emptied behind our
+/// back), what it moved is put back at once and the answer is
+/// [`OnServer::Present`].
+pub fn on_server(parent: BorrowedFd<'_>, name: &OsStr, probe: &OsStr) -> OnServer {
+    match fs::renameat(parent, name, parent, probe) {
+        Err(Errno::NOENT) => OnServer::Absent,
+        Err(errno) if refused_by_what_stands(errno) => OnServer::Present,
+        Err(_) => OnServer::Unknown,
+        Ok(()) => {
+            // Nothing takes the name meanwhile that a no-replace rename
+            // would not refuse: a plain rename back could replace only an
+            // empty directory someone made in this instant.
+            let _ = crate::fs::rename::exclusive_rename_at(parent, probe, parent, name)
+                .or_else(|_| fs::renameat(parent, probe, parent, name));
+            OnServer::Present
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::fsx;
+    use crate::testutil::{listing, tempdir};
+    use rustix::fd::AsFd;
+
+    #[test]
+    fn the_probe_tells_absent_from_present_and_changes_nothing() {
+        let root = tempdir("volume-probe");
+        std::fs::create_dir(root.join("probe")).unwrap();
+        std::fs::write(root.join("probe/info"), b"ours").unwrap();
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let (lock, probe) = (OsStr::new("f.lock"), OsStr::new("probe"));
+        assert_eq!(on_server(parent.as_fd(), lock, probe), OnServer::Absent);
+
+        // An empty legacy holder, a lock with a record, a regular file: all
+        // present, all left exactly where and as they were.
+        std::fs::create_dir(root.join("f.lock")).unwrap();
+        assert_eq!(on_server(parent.as_fd(), lock, probe), OnServer::Present);
+        std::fs::write(root.join("f.lock/info"), b"theirs").unwrap();
+        assert_eq!(on_server(parent.as_fd(), lock, probe), OnServer::Present);
+        assert_eq!(std::fs::read(root.join("f.lock/info")).unwrap(), b"theirs");
+        std::fs::remove_dir_all(root.join("f.lock")).unwrap();
+        std::fs::write(root.join("f.lock"), b"a file").unwrap();
+        assert_eq!(on_server(parent.as_fd(), lock, probe), OnServer::Present);
+        assert_eq!(listing(&root), ["f.lock", "probe"]);
+        assert_eq!(std::fs::read(root.join("probe/info")).unwrap(), b"ours");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn local_temp_dirs_do_not_serve_stale_metadata() {
+        let root = tempdir("volume-local");
+        let dir = fsx::open_dir_nofollow(&root).unwrap();
+        // The test machines' temp dirs are ext4 or tmpfs.
+        assert!(!may_serve_stale(dir.as_fd()));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+}
