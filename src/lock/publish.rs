@@ -13,6 +13,7 @@ use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self, AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
+use crate::fs::caps::{self, Flag};
 use crate::fs::fsx;
 use crate::fs::rename;
 use crate::fs::tree::{self, TreeSnapshot};
@@ -109,16 +110,26 @@ pub fn publish_over(
     record: &[u8],
     judged: &TreeSnapshot,
 ) -> Result<Takeover, PublishError> {
+    // Where this filesystem refused the exchange before, do not stage a
+    // record only to have it refused again (see `caps`).
+    let caps = caps::global();
+    if !caps.should_try(judged.root_dev, Flag::Exchange) {
+        return Ok(Takeover::Unsupported);
+    }
     let (staging, staged, _record) = stage_new(parent, lock_name, record)?;
     match fs::renameat_with(parent, &staging, parent, lock_name, RenameFlags::EXCHANGE) {
-        Ok(()) => {}
+        Ok(()) => caps.learned(judged.root_dev, Flag::Exchange, true),
         Err(errno) => {
             remove_staging(parent, &staging, Some(&staged.root));
             return match errno {
                 Errno::NOENT => Ok(Takeover::Vanished),
-                Errno::INVAL | Errno::NOSYS | Errno::NOTSUP | Errno::XDEV => {
+                Errno::INVAL | Errno::NOSYS | Errno::NOTSUP => {
+                    caps.learned(judged.root_dev, Flag::Exchange, false);
                     Ok(Takeover::Unsupported)
                 }
+                // An overlayfs lower layer: a property of this lock
+                // directory, not of the filesystem.
+                Errno::XDEV => Ok(Takeover::Unsupported),
                 errno => Err(PublishError::Os(errno)),
             };
         }

@@ -1,0 +1,762 @@
+//! What the filesystem under a directory can do for a lock, found by
+//! trying it (`exactlock doctor DIR`, `probeFilesystem(dir)`).
+//!
+//! A lock stands on a few kernel calls that not every filesystem carries:
+//! `renameat2(RENAME_NOREPLACE)` to publish, `renameat2(RENAME_EXCHANGE)` to
+//! replace a stale lock in one step, `flock` for the reclaimers' turns, and
+//! inotify to wake a waiter when the lock goes. Whether a call works is a
+//! property of the filesystem *and* of the server or daemon behind it (NFS,
+//! a FUSE daemon), so nothing here guesses from the type alone: each call is
+//! tried in a scratch directory made under DIR with a unique name
+//! (`.exactlock-doctor.<pid>.<uuid>`) and removed afterwards. The `statfs`
+//! type (refined by `/proc/self/mountinfo`, which names a FUSE mount's
+//! subtype such as `fuse.sshfs`) says what cannot be tried from one host:
+//! whether other hosts write there, whose changes inotify never reports.
+//!
+//! What a probe found about the renames is handed to [`super::caps`], the
+//! per-filesystem memory the lock consults, so a lock on a filesystem the
+//! probe saw refuse a flag goes straight to its fallback.
+
+use std::ffi::OsStr;
+use std::mem::MaybeUninit;
+use std::path::{Path, PathBuf};
+
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{self, AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+
+use crate::fs::{caps, fsx};
+
+/// Where the data of a filesystem lives, as far as a lock cares: who else
+/// can write there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Local storage or memory: every writer is on this host.
+    Local,
+    /// A network or cluster filesystem (or a share of another machine, a
+    /// VM's host): other hosts may write there.
+    Network,
+    /// A FUSE mount whose daemon we do not know: local or remote, it cannot
+    /// tell; treated like a network one.
+    Fuse,
+    /// A `statfs` type this table does not know.
+    Unknown,
+}
+
+impl Class {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Local => "local",
+            Class::Network => "network",
+            Class::Fuse => "fuse",
+            Class::Unknown => "unknown",
+        }
+    }
+
+    /// Whether other hosts (or a daemon's other clients) may change what
+    /// is seen here.
+    pub fn may_be_shared(self) -> bool {
+        self != Class::Local
+    }
+}
+
+/// The result of trying one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tried {
+    /// It worked and did what it says.
+    Works,
+    /// The filesystem refused it (`EINVAL`, `ENOTSUP`, `ENOSYS`…).
+    Refused(Errno),
+    /// It claimed success but did not do what it says (a no-replace rename
+    /// that replaced, an exchange that did not swap, a `flock` that does
+    /// not exclude a second open of the same file).
+    Broken,
+    /// The try itself failed for another reason (the errno): no verdict.
+    Failed(Errno),
+}
+
+impl Tried {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tried::Works => "yes",
+            Tried::Refused(_) => "no",
+            Tried::Broken => "broken",
+            Tried::Failed(_) => "unknown",
+        }
+    }
+
+    /// The errno behind a refusal or a failed try.
+    pub fn errno(self) -> Option<Errno> {
+        match self {
+            Tried::Refused(errno) | Tried::Failed(errno) => Some(errno),
+            Tried::Works | Tried::Broken => None,
+        }
+    }
+}
+
+/// What inotify sees on this filesystem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inotify {
+    /// Events arrive, and every writer is on this host: all changes.
+    AllChanges,
+    /// Events arrive for this host's changes; other hosts' (or the
+    /// server's) changes raise none here.
+    ThisHostOnly,
+    /// A watch was set but our own change raised no event.
+    NoEvents,
+    /// No watch could be set (the errno), or no inotify on this platform.
+    Unavailable(Option<Errno>),
+}
+
+impl Inotify {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Inotify::AllChanges => "all_changes",
+            Inotify::ThisHostOnly => "this_host_only",
+            Inotify::NoEvents => "no_events",
+            Inotify::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
+/// The mount that holds the directory, from `/proc/self/mountinfo`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    /// The type as mounted (`ext4`, `tmpfs`, `fuse.sshfs`, `nfs4`…).
+    pub fs_type: String,
+    pub source: String,
+    pub mount_point: String,
+}
+
+/// Everything one probe found.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    /// `st_dev` of the directory: the key of the per-filesystem memory.
+    pub dev: u64,
+    /// `statfs` `f_type`.
+    pub magic: u64,
+    /// The name `statfs` alone gives (`ext2/ext3/ext4` for 0xEF53).
+    pub statfs_name: &'static str,
+    pub mount: Option<Mount>,
+    pub class: Class,
+    pub rename_noreplace: Tried,
+    pub rename_exchange: Tried,
+    pub flock: Tried,
+    pub inotify: Inotify,
+    /// The scratch directory could not be removed again (its path).
+    pub leftover: Option<PathBuf>,
+}
+
+impl Probe {
+    /// The filesystem's name: the mounted type when known (it tells ext4
+    /// from ext2 and names FUSE subtypes), else the `statfs` one.
+    pub fn fs_name(&self) -> &str {
+        self.mount
+            .as_ref()
+            .map_or(self.statfs_name, |mount| mount.fs_type.as_str())
+    }
+}
+
+/// Why a directory could not be probed: the stable `code`, and the errno.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeError {
+    /// The directory does not exist.
+    NotFound,
+    /// The path (or a component of it) is not a directory.
+    NotADirectory,
+    /// No permission to look at it or to create the scratch directory.
+    NotWritable(Errno),
+    /// The filesystem is mounted read-only: no lock can be made there.
+    ReadOnly,
+    /// No space or inodes left for the scratch directory.
+    NoSpace(Errno),
+    /// Anything else (the errno).
+    Io(Errno),
+}
+
+impl ProbeError {
+    pub fn code(self) -> &'static str {
+        match self {
+            ProbeError::NotFound => "not_found",
+            ProbeError::NotADirectory => "not_a_directory",
+            ProbeError::NotWritable(_) => "not_writable",
+            ProbeError::ReadOnly => "read_only",
+            ProbeError::NoSpace(_) => "no_space",
+            ProbeError::Io(_) => "io_error",
+        }
+    }
+
+    pub fn errno(self) -> Errno {
+        match self {
+            ProbeError::NotFound => Errno::NOENT,
+            ProbeError::NotADirectory => Errno::NOTDIR,
+            ProbeError::ReadOnly => Errno::ROFS,
+            ProbeError::NotWritable(errno) | ProbeError::NoSpace(errno) | ProbeError::Io(errno) => {
+                errno
+            }
+        }
+    }
+
+    fn of(errno: Errno) -> ProbeError {
+        match errno {
+            Errno::NOENT => ProbeError::NotFound,
+            Errno::NOTDIR => ProbeError::NotADirectory,
+            Errno::ACCESS | Errno::PERM => ProbeError::NotWritable(errno),
+            Errno::ROFS => ProbeError::ReadOnly,
+            Errno::NOSPC | Errno::DQUOT => ProbeError::NoSpace(errno),
+            other => ProbeError::Io(other),
+        }
+    }
+}
+
+/// The prefix of scratch directory names.
+pub const SCRATCH_PREFIX: &str = ".exactlock-doctor";
+
+/// Probes the filesystem under `dir` (a directory; symlinks to one are
+/// followed, as a user naming it means the place it points to). Creates
+/// and removes a scratch directory in it. What it finds about the renames
+/// is remembered for the lock ([`caps::remember_probe`]).
+pub fn probe(dir: &Path) -> Result<Probe, ProbeError> {
+    let fd = fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(ProbeError::of)?;
+    let stat = fs::fstat(&fd).map_err(ProbeError::of)?;
+    let dev = fsx::dev_of(&stat);
+    let (magic, statfs_name, read_only) = statfs_of(fd.as_fd()).map_err(ProbeError::of)?;
+    if read_only {
+        return Err(ProbeError::ReadOnly);
+    }
+    let mount = mount_of(fd.as_fd(), dev);
+    let class = classify(magic, mount.as_ref().map(|m| m.fs_type.as_str()));
+
+    let scratch_name = format!(
+        "{SCRATCH_PREFIX}.{}.{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().hyphenated()
+    );
+    fs::mkdirat(&fd, scratch_name.as_str(), Mode::from_raw_mode(0o700))
+        .map_err(ProbeError::of)?;
+    let scratch_path = dir.join(&scratch_name);
+    let tries = fsx::open_child_dir(fd.as_fd(), OsStr::new(&scratch_name))
+        .map(|scratch| try_calls(scratch.as_fd(), &scratch_path, class));
+    let removed = remove_scratch(fd.as_fd(), &scratch_name);
+    let (rename_noreplace, rename_exchange, flock, inotify) = tries.map_err(ProbeError::of)?;
+    let probe = Probe {
+        dev,
+        magic,
+        statfs_name,
+        mount,
+        class,
+        rename_noreplace,
+        rename_exchange,
+        flock,
+        inotify,
+        leftover: (!removed).then_some(scratch_path),
+    };
+    caps::remember_probe(&probe);
+    Ok(probe)
+}
+
+/// Runs every try inside the (empty, private) scratch directory.
+fn try_calls(
+    scratch: BorrowedFd<'_>,
+    scratch_path: &Path,
+    class: Class,
+) -> (Tried, Tried, Tried, Inotify) {
+    let (noreplace, exchange) = try_renames(scratch);
+    (
+        noreplace,
+        exchange,
+        try_flock(scratch),
+        try_inotify(scratch, scratch_path, class),
+    )
+}
+
+/// `statfs` type, its name, and whether the mount is read-only.
+fn statfs_of(dir: BorrowedFd<'_>) -> Result<(u64, &'static str, bool), Errno> {
+    let statvfs = fs::fstatvfs(dir)?;
+    let read_only = statvfs.f_flag.contains(fs::StatVfsMountFlags::RDONLY);
+    let magic = statfs_magic(dir)?;
+    Ok((magic, name_of_magic(magic).0, read_only))
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn statfs_magic(dir: BorrowedFd<'_>) -> Result<u64, Errno> {
+    // `f_type` is a signed word; the magic numbers are 32-bit patterns
+    // (CIFS's 0xFF534D42 reads negative on some ABIs).
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "f_type's width differs between ABIs"
+    )]
+    Ok(fs::fstatfs(dir)?.f_type as u64 & 0xFFFF_FFFF)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn statfs_magic(_dir: BorrowedFd<'_>) -> Result<u64, Errno> {
+    Ok(0)
+}
+
+/// `statfs(2)` magic numbers (linux/magic.h and the filesystems' own
+/// headers): name and class.
+const MAGICS: &[(u64, &str, Class)] = &[
+    (0xEF53, "ext2/ext3/ext4", Class::Local),
+    (0x5846_5342, "xfs", Class::Local),
+    (0x9123_683E, "btrfs", Class::Local),
+    (0x0102_1994, "tmpfs", Class::Local),
+    (0x8584_58F6, "ramfs", Class::Local),
+    (0x9584_58F6, "hugetlbfs", Class::Local),
+    (0x794C_7630, "overlayfs", Class::Local),
+    (0xF2F5_2010, "f2fs", Class::Local),
+    (0x2FC1_2FC1, "zfs", Class::Local),
+    (0xCA45_1A4E, "bcachefs", Class::Local),
+    (0x3153_464A, "jfs", Class::Local),
+    (0x5265_4973, "reiserfs", Class::Local),
+    (0x3434, "nilfs2", Class::Local),
+    (0x4D44, "vfat/msdos", Class::Local),
+    (0x2011_BAB0, "exfat", Class::Local),
+    (0x5346_544E, "ntfs", Class::Local),
+    (0x7366_746E, "ntfs3", Class::Local),
+    (0xF15F, "ecryptfs", Class::Local),
+    (0x7371_7368, "squashfs", Class::Local),
+    (0xE0F5_E1E2, "erofs", Class::Local),
+    (0x6969, "nfs", Class::Network),
+    (0xFF53_4D42, "cifs", Class::Network),
+    (0xFE53_4D42, "smb2", Class::Network),
+    (0x517B, "smb", Class::Network),
+    (0x0102_1997, "9p", Class::Network),
+    (0x00C3_6400, "ceph", Class::Network),
+    (0x6B41_4653, "afs", Class::Network),
+    (0x5346_414F, "openafs", Class::Network),
+    (0x0116_1970, "gfs2", Class::Network),
+    (0x7461_636F, "ocfs2", Class::Network),
+    (0x0BD0_0BD0, "lustre", Class::Network),
+    (0x4750_4653, "gpfs", Class::Network),
+    (0x786F_4256, "vboxsf", Class::Network),
+    (0x6573_5546, "fuse", Class::Fuse),
+];
+
+/// The name and class `statfs` alone gives.
+fn name_of_magic(magic: u64) -> (&'static str, Class) {
+    MAGICS
+        .iter()
+        .find(|(known, _, _)| *known == magic)
+        .map_or(("unknown", Class::Unknown), |(_, name, class)| {
+            (*name, *class)
+        })
+}
+
+/// FUSE daemons (the subtype after `fuse.`) that serve another machine's
+/// files.
+const NETWORK_FUSE: &[&str] = &[
+    "sshfs",
+    "glusterfs",
+    "s3fs",
+    "rclone",
+    "gcsfuse",
+    "davfs",
+    "curlftpfs",
+    "goofys",
+    "mountpoint-s3",
+    "juicefs",
+    "ceph-fuse",
+    "lizardfs",
+    "moosefs",
+    "mfs",
+    "cvmfs2",
+    "blobfuse",
+    "blobfuse2",
+    "seaweedfs",
+];
+
+/// The class of a filesystem by its `statfs` magic, refined by the type it
+/// was mounted as (`fuseblk` is a FUSE driver of a local block device,
+/// `fuse.sshfs` a remote one, `virtiofs` a share of the VM's host).
+pub fn classify(magic: u64, mounted_as: Option<&str>) -> Class {
+    let (_, by_magic) = name_of_magic(magic);
+    let Some(fs_type) = mounted_as else {
+        return by_magic;
+    };
+    if fs_type == "virtiofs" {
+        return Class::Network;
+    }
+    if by_magic == Class::Fuse || fs_type.starts_with("fuse") {
+        if fs_type == "fuseblk" {
+            return Class::Local;
+        }
+        let subtype = fs_type
+            .strip_prefix("fuse.")
+            .or_else(|| fs_type.strip_prefix("fuseblk."));
+        if subtype.is_some_and(|s| NETWORK_FUSE.contains(&s)) {
+            return Class::Network;
+        }
+        return Class::Fuse;
+    }
+    if by_magic == Class::Unknown
+        && ["nfs", "nfs4", "cifs", "smb3", "9p", "ceph", "afs"].contains(&fs_type)
+    {
+        return Class::Network;
+    }
+    by_magic
+}
+
+/// The mount holding `dir`: by mount id (`statx`, Linux 5.8+), else by
+/// device number (the last such entry is the topmost mount).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn mount_of(dir: BorrowedFd<'_>, dev: u64) -> Option<Mount> {
+    let text = crate::sys::process::read_proc_file("/proc/self/mountinfo", 8 << 20)?;
+    let text = String::from_utf8_lossy(&text);
+    let mnt_id = fs::statx(dir, "", AtFlags::EMPTY_PATH, fs::StatxFlags::MNT_ID)
+        .ok()
+        .filter(|statx| statx.stx_mask & fs::StatxFlags::MNT_ID.bits() != 0)
+        .map(|statx| statx.stx_mnt_id);
+    let major_minor = format!(
+        "{}:{}",
+        rustix::fs::major(dev as _),
+        rustix::fs::minor(dev as _)
+    );
+    let entries: Vec<MountInfoLine<'_>> = text.lines().filter_map(parse_mountinfo).collect();
+    let by_id = mnt_id.and_then(|id| entries.iter().find(|entry| entry.id == id));
+    let found = by_id.or_else(|| {
+        entries
+            .iter()
+            .rev()
+            .find(|entry| entry.major_minor == major_minor)
+    })?;
+    Some(Mount {
+        fs_type: found.fs_type.to_string(),
+        source: unescape_mountinfo(found.source),
+        mount_point: unescape_mountinfo(found.mount_point),
+    })
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn mount_of(_dir: BorrowedFd<'_>, _dev: u64) -> Option<Mount> {
+    None
+}
+
+/// The fields of one `/proc/self/mountinfo` line that we use.
+#[derive(Debug, PartialEq, Eq)]
+struct MountInfoLine<'a> {
+    id: u64,
+    major_minor: &'a str,
+    mount_point: &'a str,
+    fs_type: &'a str,
+    source: &'a str,
+}
+
+/// `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue`:
+/// id, parent, major:minor, root, mount point, options, optional fields up
+/// to `-`, then type, source, super options (proc(5)).
+fn parse_mountinfo(line: &str) -> Option<MountInfoLine<'_>> {
+    let mut fields = line.split(' ');
+    let id = fields.next()?.parse().ok()?;
+    let _parent = fields.next()?;
+    let major_minor = fields.next()?;
+    let _root = fields.next()?;
+    let mount_point = fields.next()?;
+    let _options = fields.next()?;
+    for field in fields.by_ref() {
+        if field == "-" {
+            break;
+        }
+    }
+    let fs_type = fields.next()?;
+    let source = fields.next()?;
+    Some(MountInfoLine {
+        id,
+        major_minor,
+        mount_point,
+        fs_type,
+        source,
+    })
+}
+
+/// mountinfo writes space, tab, newline and backslash as `\ooo` octal.
+fn unescape_mountinfo(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b))
+        {
+            let value = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
+            out.push(value);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The no-replace rename, then the exchange, on two directories `a` and
+/// `b` made for the purpose.
+fn try_renames(scratch: BorrowedFd<'_>) -> (Tried, Tried) {
+    let dir_mode = Mode::from_raw_mode(0o700);
+    for name in ["a", "b"] {
+        if let Err(errno) = fs::mkdirat(scratch, name, dir_mode) {
+            return (Tried::Failed(errno), Tried::Failed(errno));
+        }
+    }
+    // NOREPLACE must move `a` to the free name `c`, and must refuse to move
+    // `c` onto `b` (an empty directory, which a plain rename replaces).
+    let noreplace = match fs::renameat_with(scratch, "a", scratch, "c", RenameFlags::NOREPLACE) {
+        Ok(()) => match fs::renameat_with(scratch, "c", scratch, "b", RenameFlags::NOREPLACE) {
+            Err(Errno::EXIST) | Err(Errno::NOTEMPTY) => Tried::Works,
+            Ok(()) => Tried::Broken,
+            Err(errno) => Tried::Failed(errno),
+        },
+        Err(errno @ (Errno::INVAL | Errno::NOSYS | Errno::NOTSUP)) => Tried::Refused(errno),
+        Err(errno) => Tried::Failed(errno),
+    };
+    // Whichever names are left (`c` and `b`, or `a` and `b` if nothing
+    // moved, or only `b` if the broken rename replaced it), exchange two.
+    let first = ["c", "a"]
+        .into_iter()
+        .find(|name| fsx::stat_nofollow(scratch, OsStr::new(name)).is_ok());
+    let exchange = match first {
+        Some(first) => try_exchange(scratch, first, "b"),
+        None => Tried::Failed(Errno::NOENT),
+    };
+    (noreplace, exchange)
+}
+
+/// Exchanges `first` and `second` and checks that their inodes swapped.
+fn try_exchange(scratch: BorrowedFd<'_>, first: &str, second: &str) -> Tried {
+    let ino = |name: &str| fsx::stat_nofollow(scratch, OsStr::new(name)).map(|s| fsx::ino_of(&s));
+    let (Ok(before_first), Ok(before_second)) = (ino(first), ino(second)) else {
+        return Tried::Failed(Errno::NOENT);
+    };
+    match fs::renameat_with(scratch, first, scratch, second, RenameFlags::EXCHANGE) {
+        Ok(()) => match (ino(first), ino(second)) {
+            (Ok(now_first), Ok(now_second))
+                if now_first == before_second && now_second == before_first =>
+            {
+                Tried::Works
+            }
+            _ => Tried::Broken,
+        },
+        Err(errno @ (Errno::INVAL | Errno::NOSYS | Errno::NOTSUP)) => Tried::Refused(errno),
+        Err(errno) => Tried::Failed(errno),
+    }
+}
+
+/// An exclusive `flock` on one open of a file, then on a second open of
+/// it (a second open file description, as another process would have):
+/// the second must be refused.
+fn try_flock(scratch: BorrowedFd<'_>) -> Tried {
+    let open = || {
+        fs::openat(
+            scratch,
+            "flock",
+            OFlags::RDWR | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::from_raw_mode(0o600),
+        )
+    };
+    let (first, second) = match (open(), open()) {
+        (Ok(first), Ok(second)) => (first, second),
+        (Err(errno), _) | (_, Err(errno)) => return Tried::Failed(errno),
+    };
+    match fs::flock(&first, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(errno @ (Errno::NOLCK | Errno::OPNOTSUPP | Errno::INVAL | Errno::NOSYS)) => {
+            return Tried::Refused(errno);
+        }
+        Err(errno) => return Tried::Failed(errno),
+    }
+    match fs::flock(&second, FlockOperation::NonBlockingLockExclusive) {
+        Err(Errno::WOULDBLOCK) => Tried::Works,
+        Ok(()) => Tried::Broken,
+        Err(errno) => Tried::Failed(errno),
+    }
+}
+
+/// Watches the scratch directory, creates a file in it, and reads the
+/// event back. Only this host's change can be made here; what other hosts
+/// would see follows from the class.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn try_inotify(scratch: BorrowedFd<'_>, scratch_path: &Path, class: Class) -> Inotify {
+    use rustix::fs::inotify::{self, CreateFlags, Reader, WatchFlags};
+    let instance = match inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC) {
+        Ok(fd) => fd,
+        Err(errno) => return Inotify::Unavailable(Some(errno)),
+    };
+    if let Err(errno) = inotify::add_watch(&instance, scratch_path, WatchFlags::CREATE) {
+        return Inotify::Unavailable(Some(errno));
+    }
+    if let Err(errno) = fs::openat(
+        scratch,
+        "inotify",
+        OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::from_raw_mode(0o600),
+    ) {
+        return Inotify::Unavailable(Some(errno));
+    }
+    let mut buffer = [MaybeUninit::<u8>::uninit(); 1024];
+    let mut reader = Reader::new(&instance, &mut buffer);
+    let saw = loop {
+        match reader.next() {
+            Ok(event) => {
+                if event
+                    .file_name()
+                    .is_some_and(|name| name.to_bytes() == b"inotify")
+                {
+                    break true;
+                }
+            }
+            Err(Errno::INTR) => {}
+            Err(_) => break false,
+        }
+    };
+    match (saw, class) {
+        (false, _) => Inotify::NoEvents,
+        (true, Class::Local) => Inotify::AllChanges,
+        (true, _) => Inotify::ThisHostOnly,
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn try_inotify(_scratch: BorrowedFd<'_>, _scratch_path: &Path, _class: Class) -> Inotify {
+    Inotify::Unavailable(None)
+}
+
+/// Removes the scratch directory: it holds only what the tries made (files
+/// and empty directories, one level). `false` if something stayed.
+fn remove_scratch(parent: BorrowedFd<'_>, name: &str) -> bool {
+    if let Ok(scratch) = fsx::open_child_dir(parent, OsStr::new(name)) {
+        remove_entries(&scratch);
+    }
+    fs::unlinkat(parent, name, AtFlags::REMOVEDIR).is_ok()
+}
+
+fn remove_entries(scratch: &OwnedFd) {
+    for name in ["a", "b", "c"] {
+        let _ = fs::unlinkat(scratch, name, AtFlags::REMOVEDIR);
+    }
+    for name in ["flock", "inotify"] {
+        let _ = fs::unlinkat(scratch, name, AtFlags::empty());
+    }
+}
+
+/// One consequence for the lock's guarantees of what a probe found: a
+/// stable code and a sentence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    pub code: &'static str,
+    pub text: String,
+}
+
+/// What follows from a probe for a lock on this filesystem.
+pub fn consequences(probe: &Probe) -> Vec<Note> {
+    let mut notes = Vec::new();
+    let mut note = |code: &'static str, text: String| notes.push(Note { code, text });
+    let shared = probe.class.may_be_shared();
+    let errno_of = |tried: Tried| {
+        tried
+            .errno()
+            .map_or(String::new(), |e| format!(" ({})", crate::sys::errno::errno_code(e)))
+    };
+
+    match probe.rename_noreplace {
+        Tried::Works => note(
+            "publish_atomic",
+            "a lock is published with one renameat2(RENAME_NOREPLACE): complete or not at all, never over another".into(),
+        ),
+        tried => note(
+            "publish_fallback",
+            format!(
+                "no working RENAME_NOREPLACE{}: locks are published with mkdirat + renameat, chosen at once for this filesystem (no failing call per attempt); a populated lock is never replaced, an empty directory put in place of the claim between the two calls could be",
+                errno_of(tried)
+            ),
+        ),
+    }
+    match probe.rename_exchange {
+        Tried::Works => note(
+            "reclaim_exchange",
+            "a stale lock is replaced by ours in one renameat2(RENAME_EXCHANGE): the lock name is never free".into(),
+        ),
+        tried => note(
+            "reclaim_in_place",
+            format!(
+                "no working RENAME_EXCHANGE{}: a stale lock is removed in place (bound to what was judged), then published; in between any waiter may win it",
+                errno_of(tried)
+            ),
+        ),
+    }
+    if probe.fs_name() == "overlay" || probe.statfs_name == "overlayfs" {
+        note(
+            "overlay_lower_layer",
+            "overlayfs: a stale lock in a lower layer cannot be exchanged (EXDEV); it is removed in place".into(),
+        );
+    }
+    match probe.flock {
+        Tried::Works if shared => note(
+            "flock_this_host",
+            "flock excludes here (reclaimers of one stale lock take turns); whether it excludes other hosts depends on the server".into(),
+        ),
+        Tried::Works => note(
+            "flock_excludes",
+            "flock excludes: reclaimers of one stale lock take turns".into(),
+        ),
+        tried => note(
+            "flock_unguarded",
+            format!(
+                "no working flock{}: reclaims are unguarded (as the original module always is); each still checks the lock is what it judged",
+                errno_of(tried)
+            ),
+        ),
+    }
+    match probe.inotify {
+        Inotify::AllChanges => note(
+            "wake_prompt",
+            "local filesystem: a release wakes waiters at once (inotify), and so does a holder's death (pidfd)".into(),
+        ),
+        Inotify::ThisHostOnly => note(
+            "wake_by_timer",
+            format!(
+                "{} filesystem: changes made on other hosts raise no inotify event here; waiters wake by timer every retryDelayMs (100 ms by default) for those, at once for this host's releases and deaths",
+                probe.class.as_str()
+            ),
+        ),
+        Inotify::NoEvents => note(
+            "wake_by_timer",
+            "inotify reports no events here: waiters wake by timer every retryDelayMs (100 ms by default); a holder's death on this host still wakes at once (pidfd)".into(),
+        ),
+        Inotify::Unavailable(errno) => note(
+            "wake_by_timer",
+            format!(
+                "no inotify here{}: waiters wake by timer every retryDelayMs (100 ms by default); a holder's death on this host still wakes at once (pidfd)",
+                errno.map_or(String::new(), |e| format!(" ({})", crate::sys::errno::errno_code(e)))
+            ),
+        ),
+    }
+    if shared {
+        note(
+            "host_id_required",
+            format!(
+                "{} filesystem: if processes on other hosts lock files here, reclaim across hosts requires ownerHostId (one id per host): without it another host's lock reads as from an earlier boot of this one and is reclaimed while its holder lives; with it, other hosts' locks are never reclaimed from here",
+                probe.class.as_str()
+            ),
+        );
+        note(
+            "verdict_from_server",
+            "metadata calls go to a server or daemon: a hung one stalls the attempt (ETIMEDOUT once the budget is spent); the inline fast path is not used here".into(),
+        );
+    }
+    if probe.statfs_name == "tmpfs" || probe.statfs_name == "ramfs" {
+        note(
+            "memory_only",
+            "in memory: locks (like every file here) are gone at unmount or reboot, which is harmless for a lock".into(),
+        );
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests;
