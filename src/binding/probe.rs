@@ -39,7 +39,7 @@ pub struct NativeProbeNote {
 pub struct NativeFilesystemProbe {
     pub ok: bool,
     /// `not_found`, `not_a_directory`, `not_writable`, `read_only`,
-    /// `no_space`, `io_error`.
+    /// `no_space`, `no_new_entries`, `io_error`.
     pub code: Option<String>,
     pub errno: Option<String>,
     pub dir: String,

@@ -82,10 +82,7 @@ impl Caps {
     /// concurrent callers do not all re-try).
     pub fn should_try(&self, dev: u64, flag: Flag) -> bool {
         let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(refusal) = refusals
-            .iter_mut()
-            .find(|r| r.dev == dev && r.flag == flag)
-        else {
+        let Some(refusal) = refusals.iter_mut().find(|r| r.dev == dev && r.flag == flag) else {
             self.tried.fetch_add(1, Ordering::Relaxed);
             return true;
         };
@@ -102,9 +99,7 @@ impl Caps {
     /// carried out (which forgets an earlier refusal).
     pub fn learned(&self, dev: u64, flag: Flag, works: bool) {
         let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
-        let known = refusals
-            .iter()
-            .position(|r| r.dev == dev && r.flag == flag);
+        let known = refusals.iter().position(|r| r.dev == dev && r.flag == flag);
         match (known, works) {
             (Some(at), true) => {
                 refusals.swap_remove(at);

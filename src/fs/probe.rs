@@ -170,6 +170,9 @@ pub enum ProbeError {
     ReadOnly,
     /// No space or inodes left for the scratch directory.
     NoSpace(Errno),
+    /// The directory exists but takes no new entries (a virtual
+    /// filesystem such as `/proc`).
+    NoNewEntries(Errno),
     /// Anything else (the errno).
     Io(Errno),
 }
@@ -182,6 +185,7 @@ impl ProbeError {
             ProbeError::NotWritable(_) => "not_writable",
             ProbeError::ReadOnly => "read_only",
             ProbeError::NoSpace(_) => "no_space",
+            ProbeError::NoNewEntries(_) => "no_new_entries",
             ProbeError::Io(_) => "io_error",
         }
     }
@@ -191,9 +195,10 @@ impl ProbeError {
             ProbeError::NotFound => Errno::NOENT,
             ProbeError::NotADirectory => Errno::NOTDIR,
             ProbeError::ReadOnly => Errno::ROFS,
-            ProbeError::NotWritable(errno) | ProbeError::NoSpace(errno) | ProbeError::Io(errno) => {
-                errno
-            }
+            ProbeError::NotWritable(errno)
+            | ProbeError::NoSpace(errno)
+            | ProbeError::NoNewEntries(errno)
+            | ProbeError::Io(errno) => errno,
         }
     }
 
@@ -237,8 +242,13 @@ pub fn probe(dir: &Path) -> Result<Probe, ProbeError> {
         std::process::id(),
         uuid::Uuid::new_v4().hyphenated()
     );
-    fs::mkdirat(&fd, scratch_name.as_str(), Mode::from_raw_mode(0o700))
-        .map_err(ProbeError::of)?;
+    fs::mkdirat(&fd, scratch_name.as_str(), Mode::from_raw_mode(0o700)).map_err(|errno| {
+        match errno {
+            // The directory was just opened: it exists, it refuses entries.
+            Errno::NOENT | Errno::NOTSUP => ProbeError::NoNewEntries(errno),
+            other => ProbeError::of(other),
+        }
+    })?;
     let scratch_path = dir.join(&scratch_name);
     let tries = fsx::open_child_dir(fd.as_fd(), OsStr::new(&scratch_name))
         .map(|scratch| try_calls(scratch.as_fd(), &scratch_path, class));
@@ -482,9 +492,12 @@ fn unescape_mountinfo(field: &str) -> String {
     while i < bytes.len() {
         if bytes[i] == b'\\'
             && i + 3 < bytes.len()
-            && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b))
+            && bytes[i + 1..i + 4]
+                .iter()
+                .all(|b| (b'0'..=b'7').contains(b))
         {
-            let value = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
+            let value =
+                (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
             out.push(value);
             i += 4;
         } else {
@@ -658,9 +671,9 @@ pub fn consequences(probe: &Probe) -> Vec<Note> {
     let mut note = |code: &'static str, text: String| notes.push(Note { code, text });
     let shared = probe.class.may_be_shared();
     let errno_of = |tried: Tried| {
-        tried
-            .errno()
-            .map_or(String::new(), |e| format!(" ({})", crate::sys::errno::errno_code(e)))
+        tried.errno().map_or(String::new(), |e| {
+            format!(" ({})", crate::sys::errno::errno_code(e))
+        })
     };
 
     match probe.rename_noreplace {

@@ -321,7 +321,8 @@ pub fn rename_no_replace_at(
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
 ) -> NoReplaceOutcome {
-    let (primitive, result) = exclusive_rename(caps::global(), src_dir, src_name, dst_dir, dst_name);
+    let (primitive, result) =
+        exclusive_rename(caps::global(), src_dir, src_name, dst_dir, dst_name);
     outcome(primitive, result)
 }
 
@@ -753,7 +754,10 @@ mod tests {
         std::fs::create_dir(root.join("empty.lock")).unwrap();
         let taken = exclusive_with(&caps, &root, "s3", "empty.lock");
         assert_eq!(taken.code, Some("destination_exists"), "{taken:?}");
-        assert_eq!(std::fs::read_dir(root.join("empty.lock")).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_dir(root.join("empty.lock")).unwrap().count(),
+            0
+        );
         std::fs::write(root.join("plain"), b"p").unwrap();
         let file = exclusive_with(&caps, &root, "plain", "moved");
         assert_committed(file);

@@ -14,7 +14,10 @@ fn the_temp_dir_carries_every_call_and_the_scratch_directory_goes_away() {
     // The test machines' temp dir is local (ext4 here; tmpfs or another
     // local filesystem elsewhere): every call is carried.
     assert_eq!(probe.class, Class::Local, "{probe:?}");
-    let mount = probe.mount.as_ref().expect("the mount is found in mountinfo");
+    let mount = probe
+        .mount
+        .as_ref()
+        .expect("the mount is found in mountinfo");
     assert!(
         ["ext4", "tmpfs", "xfs", "btrfs", "overlay"].contains(&mount.fs_type.as_str()),
         "{probe:?}"
