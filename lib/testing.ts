@@ -26,7 +26,8 @@ export {
  * recovery: SIGKILL → this, on the same holder whose lock is then reclaimed.
  */
 export async function waitPidExitNs(pid: number, timeoutMs?: number): Promise<bigint | null> {
-  if (validateCount(pid, "pid") === 0 || pid > 0x7fff_ffff) {
+  if (typeof pid !== "number") validateCount(pid, "pid");
+  if (!Number.isInteger(pid) || pid < 1 || pid > 0x7fff_ffff) {
     throw argumentError(`pid must be an integer from 1 to 2147483647; received ${pid}`);
   }
   const at = await native.waitPidExitNs(pid, validateOptionalCount(timeoutMs, "timeoutMs"));

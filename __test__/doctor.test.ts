@@ -1,0 +1,179 @@
+/**
+ * `exactlock doctor DIR`, driven as a user would: the real command in a
+ * child process, probing real filesystems (the temp dir, /dev/shm, a
+ * tmpfs mounted read-only for the occasion), and `probeFilesystem` itself.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import * as path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { probeFilesystem } from "../lib/index.ts";
+import { makeTempDir, removeDir, runCli } from "./cli-helpers.ts";
+import { rootOrSkip } from "./kernel-helpers.ts";
+
+let dir: string;
+
+beforeEach(() => {
+  dir = makeTempDir("doctor");
+});
+
+afterEach(() => {
+  removeDir(dir);
+});
+
+/** The one-line summary of a local filesystem that carries every call. */
+const LOCAL_LINE = (at: string, fsType: string) =>
+  `${at}: ${fsType} (local) noreplace=yes exchange=yes flock=yes inotify=all_changes`;
+
+/** The mounted type of `at`, as findmnt(8) reads it (independent of the probe). */
+function findmntType(at: string): string {
+  const found = spawnSync("findmnt", ["-n", "-o", "FSTYPE", "-T", at], { encoding: "utf8" });
+  if (found.status !== 0) throw new Error(`findmnt failed: ${found.stderr}`);
+  return found.stdout.trim();
+}
+
+describe("exactlock doctor", () => {
+  it("--line prints one summary line for the temp dir, and leaves nothing in it", async () => {
+    const result = await runCli(["doctor", "--line", dir]);
+    expect(result.stderr).toBe("");
+    expect(result.status).toBe(0);
+    expect(result.stdout).toBe(`${LOCAL_LINE(dir, findmntType(dir))}\n`);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("prints the summary first, then each call and what follows for the lock", async () => {
+    const result = await runCli(["doctor", dir]);
+    expect(result.status).toBe(0);
+    const lines = result.stdout.split("\n");
+    expect(lines[0]).toBe(LOCAL_LINE(dir, findmntType(dir)));
+    expect(result.stdout).toMatch(/^ {2}RENAME_NOREPLACE +yes: /m);
+    expect(result.stdout).toMatch(/^ {2}RENAME_EXCHANGE +yes: /m);
+    expect(result.stdout).toMatch(/^ {2}flock +yes: /m);
+    expect(result.stdout).toMatch(/^ {2}class +local: every writer is on this host$/m);
+    expect(result.stdout).toContain("what follows for a lock here:");
+    expect(result.stdout).toMatch(/a release wakes waiters at once .*\[wake_prompt\]$/m);
+    expect(result.stdout).not.toContain("ownerHostId");
+  });
+
+  it("--json: /dev/shm is tmpfs, local, carries every call, and says locks there are in memory", async () => {
+    const result = await runCli(["doctor", "--json", "/dev/shm", dir]);
+    expect(result.status).toBe(0);
+    const [shm, temp] = JSON.parse(result.stdout) as Array<Record<string, any>>;
+    expect(shm).toMatchObject({
+      ok: true,
+      dir: "/dev/shm",
+      summary: LOCAL_LINE("/dev/shm", "tmpfs"),
+      fsType: "tmpfs",
+      statfsName: "tmpfs",
+      statfsType: "0x1021994",
+      class: "local",
+      mountPoint: "/dev/shm",
+      renameNoreplace: { result: "yes" },
+      renameExchange: { result: "yes" },
+      flock: { result: "yes" },
+      inotify: { result: "all_changes" },
+    });
+    expect(shm!.notes.map((note: { code: string }) => note.code)).toEqual([
+      "publish_atomic",
+      "reclaim_exchange",
+      "flock_excludes",
+      "wake_prompt",
+      "memory_only",
+    ]);
+    expect(temp!.fsType).toBe(findmntType(dir));
+    expect(temp!.dev).toMatch(/^\d+$/);
+  });
+
+  it("names a missing directory, a file and a path below a file, with a code and a next step, and exits 1", async () => {
+    const file = path.join(dir, "file");
+    writeFileSync(file, "x");
+    const result = await runCli(["doctor", path.join(dir, "nope"), file, path.join(file, "below"), dir]);
+    expect(result.status).toBe(1);
+    const errors = result.stderr.trim().split("\n");
+    expect(errors).toEqual([
+      `exactlock doctor: ${dir}/nope does not exist (ENOENT) [not_found]. Next: create it (mkdir -p), or name the directory that holds your lock files.`,
+      expect.stringMatching(new RegExp(`^exactlock doctor: ${file} is not a directory .*\\(ENOTDIR\\) \\[not_a_directory\\]\\. Next: `)),
+      expect.stringMatching(/\(ENOTDIR\) \[not_a_directory\]\. Next: name the directory that holds the lock files/),
+    ]);
+    // The directory that could be probed is still reported.
+    expect(result.stdout.split("\n")[0]).toBe(LOCAL_LINE(dir, findmntType(dir)));
+    const json = await runCli(["doctor", "--json", path.join(dir, "nope")]);
+    expect(json.status).toBe(1);
+    expect(JSON.parse(json.stdout)).toEqual([
+      {
+        ok: false,
+        dir: path.join(dir, "nope"),
+        code: "not_found",
+        errno: "ENOENT",
+        message: `${path.join(dir, "nope")} does not exist (ENOENT)`,
+        nextStep: "create it (mkdir -p), or name the directory that holds your lock files",
+      },
+    ]);
+    expect(readdirSync(dir)).toEqual(["file"]);
+  });
+
+  it("refuses a directory that takes no entries (/proc) with its own code", async () => {
+    const result = await runCli(["doctor", "/proc"]);
+    expect(result.status).toBe(1);
+    expect(result.stderr).toMatch(/\/proc takes no new entries .* \[no_new_entries\]\. Next: /);
+  });
+
+  it("refuses a read-only mount: no lock can be made there", async () => {
+    if (!rootOrSkip("read-only tmpfs mount", ["mount", "umount"])) return;
+    const mountPoint = path.join(dir, "ro");
+    mkdirSync(mountPoint);
+    const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", mountPoint], { encoding: "utf8" });
+    if (mounted.status !== 0) throw new Error(`cannot mount a tmpfs: ${mounted.stderr.trim()}`);
+    try {
+      const result = await runCli(["doctor", mountPoint]);
+      expect(result.status).toBe(1);
+      expect(result.stderr).toBe(
+        `exactlock doctor: ${mountPoint} is on a read-only filesystem: no lock can be made there (EROFS) [read_only]. Next: put the lock files on a writable mount, or remount it read-write.\n`,
+      );
+    } finally {
+      if (spawnSync("umount", [mountPoint]).status !== 0) spawnSync("umount", ["-l", mountPoint]);
+    }
+  });
+
+  it("probes a tmpfs mounted for the test, not the filesystem around it", async () => {
+    if (!rootOrSkip("tmpfs mount", ["mount", "umount"])) return;
+    const mountPoint = path.join(dir, "mem");
+    mkdirSync(mountPoint);
+    const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", mountPoint], { encoding: "utf8" });
+    if (mounted.status !== 0) throw new Error(`cannot mount a tmpfs: ${mounted.stderr.trim()}`);
+    try {
+      const result = await runCli(["doctor", "--line", mountPoint]);
+      expect(result.status).toBe(0);
+      expect(result.stdout).toBe(`${LOCAL_LINE(mountPoint, "tmpfs")}\n`);
+      expect(readdirSync(mountPoint)).toEqual([]);
+    } finally {
+      if (spawnSync("umount", [mountPoint]).status !== 0) spawnSync("umount", ["-l", mountPoint]);
+    }
+  });
+
+  it("usage errors exit 2", async () => {
+    const none = await runCli(["doctor"]);
+    expect(none.status).toBe(2);
+    expect(none.stderr).toContain("doctor needs at least one DIR");
+    const both = await runCli(["doctor", "--json", "--line", dir]);
+    expect(both.status).toBe(2);
+    const help = await runCli(["doctor", "--help"]);
+    expect(help.status).toBe(0);
+    expect(help.stdout).toContain("Usage: exactlock doctor [options] DIR...");
+    const global = await runCli(["--help"]);
+    expect(global.stdout).toMatch(/^ {2}doctor \[--line\] DIR\.\.\. /m);
+  });
+});
+
+describe("probeFilesystem", () => {
+  it("resolves to the findings for a directory and to a failure object for a missing one", async () => {
+    const found = await probeFilesystem(dir);
+    expect(found.ok).toBe(true);
+    if (!found.ok) return;
+    expect(found.renameNoreplace).toEqual({ result: "yes" });
+    expect(found.notes.length).toBeGreaterThan(0);
+    const missing = await probeFilesystem(path.join(dir, "missing"));
+    expect(missing).toMatchObject({ ok: false, code: "not_found", errno: "ENOENT" });
+    expect(readdirSync(dir)).toEqual([]);
+  });
+});
