@@ -1,14 +1,15 @@
 /**
  * `exactlock doctor DIR`, driven as a user would: the real command in a
- * child process, probing real filesystems (the temp dir, /dev/shm, a
- * tmpfs mounted read-only for the occasion), and `probeFilesystem` itself.
+ * child process, probing real filesystems (the temp dir, /dev/shm, tmpfs
+ * mounts made for the occasion, one read-only, and an sshfs mount of a
+ * local sshd), and `probeFilesystem` itself.
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { probeFilesystem } from "../lib/index.ts";
-import { makeTempDir, removeDir, runCli } from "./cli-helpers.ts";
+import { makeTempDir, removeDir, ROOT, runCli } from "./cli-helpers.ts";
 import { rootOrSkip } from "./kernel-helpers.ts";
 
 let dir: string;
@@ -175,5 +176,118 @@ describe("probeFilesystem", () => {
     const missing = await probeFilesystem(path.join(dir, "missing"));
     expect(missing).toMatchObject({ ok: false, code: "not_found", errno: "ENOENT" });
     expect(readdirSync(dir)).toEqual([]);
+  });
+});
+
+/**
+ * sshfs: a FUSE filesystem whose daemon refuses the rename flags (EINVAL).
+ * A real sshd bound to 127.0.0.1 on a scratch config, a real sshfs mount;
+ * both taken down on every path.
+ */
+describe("exactlock doctor on sshfs (a FUSE mount that refuses the rename flags)", () => {
+  /** Starts sshd and mounts its `srv` dir at `mnt` under `root`; returns the teardown. */
+  function mountSshfs(root: string): { mnt: string; srv: string; teardown: () => void } {
+    const [srv, mnt] = [path.join(root, "srv"), path.join(root, "mnt")];
+    mkdirSync(srv);
+    mkdirSync(mnt);
+    mkdirSync("/run/sshd", { recursive: true });
+    for (const key of ["hostkey", "userkey"]) {
+      const made = spawnSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", path.join(root, key)]);
+      if (made.status !== 0) throw new Error(`ssh-keygen failed: ${made.stderr}`);
+    }
+    writeFileSync(path.join(root, "authorized_keys"), readFileSync(path.join(root, "userkey.pub")), { mode: 0o600 });
+    const pidFile = path.join(root, "sshd.pid");
+    let port = 0;
+    let started = false;
+    for (let attempt = 0; attempt < 5 && !started; attempt++) {
+      port = 20_000 + Math.floor(Math.random() * 40_000);
+      writeFileSync(
+        path.join(root, "sshd_config"),
+        [
+          `Port ${port}`,
+          "ListenAddress 127.0.0.1",
+          `HostKey ${path.join(root, "hostkey")}`,
+          `AuthorizedKeysFile ${path.join(root, "authorized_keys")}`,
+          "PermitRootLogin yes",
+          "PasswordAuthentication no",
+          "StrictModes no",
+          "UsePAM no",
+          `PidFile ${pidFile}`,
+          "Subsystem sftp internal-sftp",
+          "",
+        ].join("\n"),
+      );
+      // sshd forks into the background and writes its pid once it listens.
+      started = spawnSync("/usr/sbin/sshd", ["-f", path.join(root, "sshd_config"), "-E", path.join(root, "sshd.log")]).status === 0;
+      for (let i = 0; started && i < 50 && !existsSync(pidFile); i++) spawnSync("sleep", ["0.1"]);
+      started &&= existsSync(pidFile);
+    }
+    if (!started) throw new Error("sshd did not start on 127.0.0.1");
+    const stopSshd = () => {
+      const pid = Number(readFileSync(pidFile, "utf8").trim());
+      if (pid > 0) process.kill(pid, "SIGTERM");
+    };
+    const mounted = spawnSync(
+      "sshfs",
+      [
+        `root@127.0.0.1:${srv}`,
+        mnt,
+        "-p",
+        String(port),
+        "-o",
+        `IdentityFile=${path.join(root, "userkey")},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,BatchMode=yes`,
+      ],
+      { encoding: "utf8" },
+    );
+    if (mounted.status !== 0) {
+      stopSshd();
+      throw new Error(`sshfs mount failed: ${mounted.stderr.trim()}`);
+    }
+    return {
+      mnt,
+      srv,
+      teardown: () => {
+        if (spawnSync("fusermount", ["-u", mnt]).status !== 0 && spawnSync("umount", [mnt]).status !== 0) {
+          spawnSync("umount", ["-l", mnt]);
+        }
+        stopSshd();
+      },
+    };
+  }
+
+  it("says noreplace=no exchange=no, and a lock there issues the refused call once, then goes straight to the fallback", async () => {
+    if (!rootOrSkip("sshfs mount with a local sshd", ["sshfs", "/usr/sbin/sshd", "ssh-keygen", "fusermount"])) return;
+    const { mnt, srv, teardown } = mountSshfs(dir);
+    try {
+      const line = await runCli(["doctor", "--line", mnt]);
+      expect(line.stderr).toBe("");
+      expect(line.stdout).toMatch(
+        new RegExp(`^${mnt}: fuse\\.sshfs \\(network\\) noreplace=no exchange=no flock=\\w+ inotify=this_host_only\\n$`),
+      );
+      const json = JSON.parse((await runCli(["doctor", "--json", mnt])).stdout) as Array<Record<string, any>>;
+      expect(json[0]!.renameNoreplace).toEqual({ result: "no", errno: "EINVAL" });
+      expect(json[0]!.notes.map((note: { code: string }) => note.code)).toEqual(
+        expect.arrayContaining(["publish_fallback", "reclaim_in_place", "wake_by_timer", "host_id_required"]),
+      );
+
+      // Three locks in a fresh process: the first publication meets EINVAL
+      // and is remembered; the later ones do not issue the call.
+      const script = [
+        `const { acquireLock } = await import(${JSON.stringify(path.join(ROOT, "dist", "index.js"))});`,
+        `for (let i = 0; i < 3; i++) { const release = await acquireLock(${JSON.stringify(mnt)} + "/f" + i); await release(); }`,
+      ].join("\n");
+      const run = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+        encoding: "utf8",
+        env: { ...process.env, NODE_DEBUG: "exactlock" },
+      });
+      expect(run.status, run.stderr).toBe(0);
+      const refused = run.stderr.match(/RENAME_NOREPLACE refused on device \d+ \(EINVAL\)/g) ?? [];
+      const skipped = run.stderr.match(/no RENAME_NOREPLACE on device \d+ \(refused there before\)/g) ?? [];
+      expect(refused).toHaveLength(1);
+      expect(skipped.length).toBeGreaterThanOrEqual(2);
+      expect(readdirSync(srv)).toEqual([]);
+    } finally {
+      teardown();
+    }
   });
 });

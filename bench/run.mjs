@@ -106,6 +106,7 @@ const freshDir = (tag) => {
 
 const libs = {};
 for (const name of LIBRARIES) libs[name] = await adapter(name);
+const { waitPidExitNs } = await import(path.join(root, "dist", "testing.js"));
 
 const wants = (id) => !only || only.has(id);
 
@@ -218,6 +219,28 @@ function sectionFlow(done) {
   };
 }
 
+/** Per process of the contended counter: sections done in all, sections
+ * done by the time the first process had finished all of its own (while
+ * every process was still asking), and the wait from asking for the lock
+ * to holding it. */
+function fairness(done) {
+  const perWorker = done.map((d) =>
+    (d.stamps ?? []).map(([held, , released, asked]) => ({ held: BigInt(held), released: BigInt(released), asked: BigInt(asked) })),
+  );
+  const finishes = perWorker.filter((s) => s.length > 0).map((s) => s[s.length - 1].released);
+  const firstFinish = finishes.reduce((a, b) => (b < a ? b : a), finishes[0] ?? 0n);
+  return perWorker.map((s) => {
+    const waits = summary(s.map((x) => nsToMs(x.held - x.asked)));
+    return {
+      sections: s.length,
+      byFirstFinish: s.filter((x) => x.released <= firstFinish).length,
+      waitP50Ms: waits.median,
+      waitP99Ms: waits.p99,
+      waitMaxMs: waits.max,
+    };
+  });
+}
+
 async function contended() {
   const { procs, sections } = CONFIG;
   log(`(b) contended counter: ${procs} processes × ${sections} sections (read the counter file, write it +1, under the lock)`);
@@ -242,7 +265,8 @@ async function contended() {
     const lost = completed - final;
     const perSecond = (completed / wallMs) * 1000;
     const flow = sectionFlow(done);
-    out[name] = { expected, final, errors, lost, wallMs, perSecond, flow, firstError: done.find((d) => d.firstError)?.firstError };
+    const fair = fairness(done);
+    out[name] = { expected, final, errors, lost, wallMs, perSecond, flow, fairness: fair, firstError: done.find((d) => d.firstError)?.firstError };
     rows.push([
       name,
       String(final),
@@ -262,6 +286,23 @@ async function contended() {
   log(`    the next (release, hand-over, acquisition); same process: the next section ran in the process that just released.`);
   const ex = out.exactlock.perSecond;
   log(`    exactlock sections/s vs proper-lockfile ${ratio(ex, out["proper-lockfile"].perSecond)}, vs lockfile ${ratio(ex, out.lockfile.perSecond)}`);
+  log(`    fairness, per process: sections done in all and by the time the first process had done all ${sections} of its own`);
+  log(`    (while every process was still asking), and the wait from asking for the lock to holding it:`);
+  const fairRows = [];
+  for (const name of LIBRARIES) {
+    out[name].fairness.forEach((f, i) => {
+      fairRows.push([
+        i === 0 ? name : "",
+        `#${i + 1}`,
+        String(f.sections),
+        String(f.byFirstFinish),
+        fmtMs(f.waitP50Ms),
+        fmtMs(f.waitP99Ms),
+        fmtMs(f.waitMaxMs),
+      ]);
+    });
+  }
+  log(table(fairRows, ["", "process", "sections", "by first finish", "wait p50", "wait p99", "wait max"]));
   log("");
   results.scenarios.contended = out;
 }
@@ -327,14 +368,20 @@ async function crashRun(name, file) {
   waiter.send({ type: "go" });
   await waiter.next("waiting");
   await sleep(30 + Math.random() * 20);
+  // The floor: a pidfd on this same holder, opened now and polled off the
+  // JS thread; it turns readable once the kernel has torn the process down.
+  const exited = waitPidExitNs(holder.child.pid);
   const killedAt = monoNs();
   await holder.kill("SIGKILL");
-  const acquired = await waiter.next("acquired");
+  const [acquired, exitedAt] = [await waiter.next("acquired"), await exited];
   await waiter.next("released");
   waiter.send({ type: "exit" });
   await waiter.exit;
   if (acquired.error) return { error: acquired.error };
-  return { latency: nsToMs(BigInt(acquired.t) - killedAt) };
+  return {
+    latency: nsToMs(BigInt(acquired.t) - killedAt),
+    floor: exitedAt === null ? null : nsToMs(exitedAt - killedAt),
+  };
 }
 
 async function crash() {
@@ -347,6 +394,8 @@ async function crash() {
   const out = {};
   for (const name of LIBRARIES) {
     const latencies = [];
+    const floors = [];
+    const overFloor = [];
     let errors = 0;
     const batch = name === "exactlock" ? 1 : 5;
     for (let i = 0; i < crashes; i += batch) {
@@ -361,14 +410,35 @@ async function crash() {
         if (r.error) {
           errors++;
           failures.push(`(d) ${name}: waiter failed: ${JSON.stringify(r.error)}`);
-        } else latencies.push(r.latency);
+        } else {
+          latencies.push(r.latency);
+          if (r.floor !== null) {
+            floors.push(r.floor);
+            overFloor.push(r.latency - r.floor);
+          }
+        }
       }
     }
     const s = summary(latencies);
-    out[name] = { ...s, errors };
-    rows.push([name, fmtMs(s.median), fmtMs(s.p99), fmtMs(s.min), fmtMs(s.max), String(errors)]);
+    const f = summary(floors);
+    const o = summary(overFloor);
+    out[name] = { ...s, errors, floor: f, overFloor: o };
+    rows.push([
+      name,
+      fmtMs(s.median),
+      fmtMs(s.p99),
+      fmtMs(s.min),
+      fmtMs(s.max),
+      fmtMs(f.median),
+      fmtMs(f.p99),
+      fmtMs(o.median),
+      fmtMs(o.p99),
+      String(errors),
+    ]);
   }
-  log(table(rows, ["", "p50", "p99", "min", "max", "errors"]));
+  log(table(rows, ["", "p50", "p99", "min", "max", "floor p50", "floor p99", "− floor p50", "− floor p99", "errors"]));
+  log(`    floor: SIGKILL → the same holder's pidfd readable (polled by this process), per run; − floor: recovery minus`);
+  log(`    that run's floor, what the library adds to the kernel's teardown of the killed process.`);
   const ex = out.exactlock.median;
   log(`    exactlock p50 vs proper-lockfile ${ratio(ex, out["proper-lockfile"].median)}, vs lockfile ${ratio(ex, out.lockfile.median)}`);
   log("");
