@@ -10,7 +10,8 @@ import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { probeFilesystem } from "../lib/index.ts";
 import { makeTempDir, removeDir, ROOT, runCli } from "./cli-helpers.ts";
-import { rootOrSkip } from "./kernel-helpers.ts";
+import { deadPid } from "./fixtures/children.ts";
+import { dirWithInfo, legacyRecordBytes, rootOrSkip } from "./kernel-helpers.ts";
 
 let dir: string;
 
@@ -285,6 +286,29 @@ describe("exactlock doctor on sshfs (a FUSE mount that refuses the rename flags)
       const skipped = run.stderr.match(/no RENAME_NOREPLACE on device \d+ \(refused there before\)/g) ?? [];
       expect(refused).toHaveLength(1);
       expect(skipped.length).toBeGreaterThanOrEqual(2);
+      expect(readdirSync(srv)).toEqual([]);
+
+      // Two locks of a dead owner (written on the server's side): the first
+      // reclaim meets EINVAL for the exchange and removes in place; the
+      // second goes in place at once, staging nothing for a doomed call.
+      for (const name of ["a", "b"]) {
+        dirWithInfo(path.join(srv, `${name}.lock`), legacyRecordBytes({ pid: deadPid(), start_time: "Wed Dec  2 08:36:20 2026" }));
+      }
+      const reclaim = spawnSync(
+        process.execPath,
+        [
+          "--input-type=module",
+          "-e",
+          [
+            `const { acquireLock } = await import(${JSON.stringify(path.join(ROOT, "dist", "index.js"))});`,
+            `for (const name of ["a", "b"]) { const release = await acquireLock(${JSON.stringify(mnt)} + "/" + name); await release(); }`,
+          ].join("\n"),
+        ],
+        { encoding: "utf8", env: { ...process.env, NODE_DEBUG: "exactlock" } },
+      );
+      expect(reclaim.status, reclaim.stderr).toBe(0);
+      expect(reclaim.stderr.match(/RENAME_EXCHANGE refused on device \d+ \(EINVAL\)/g) ?? []).toHaveLength(1);
+      expect(reclaim.stderr.match(/no RENAME_EXCHANGE on device \d+ \(refused there before\): reclaiming in place/g) ?? []).toHaveLength(1);
       expect(readdirSync(srv)).toEqual([]);
     } finally {
       teardown();

@@ -114,9 +114,18 @@ pub fn publish_over(
     // record only to have it refused again (see `caps`).
     let caps = caps::global();
     if !caps.should_try(judged.root_dev, Flag::Exchange) {
+        crate::debug!(
+            "no {} on device {} (refused there before): reclaiming in place",
+            Flag::Exchange.as_str(),
+            judged.root_dev
+        );
         return Ok(Takeover::Unsupported);
     }
-    let (staging, staged, _record) = stage_new(parent, lock_name, record)?;
+    let (staging, staged, record_fd) = stage_new(parent, lock_name, record)?;
+    // Closed before anything can remove the staging: a FUSE filesystem
+    // (sshfs) keeps an unlinked but open file as `.fuse_hidden…`, and the
+    // directory would then stay behind, not empty.
+    drop(record_fd);
     match fs::renameat_with(parent, &staging, parent, lock_name, RenameFlags::EXCHANGE) {
         Ok(()) => caps.learned(judged.root_dev, Flag::Exchange, true),
         Err(errno) => {
@@ -125,6 +134,12 @@ pub fn publish_over(
                 Errno::NOENT => Ok(Takeover::Vanished),
                 Errno::INVAL | Errno::NOSYS | Errno::NOTSUP => {
                     caps.learned(judged.root_dev, Flag::Exchange, false);
+                    crate::debug!(
+                        "{} refused on device {} ({}): this process reclaims there in place from now on",
+                        Flag::Exchange.as_str(),
+                        judged.root_dev,
+                        crate::sys::errno::errno_code(errno)
+                    );
                     Ok(Takeover::Unsupported)
                 }
                 // An overlayfs lower layer: a property of this lock
@@ -182,7 +197,9 @@ pub fn publish(
     lock_name: &OsStr,
     record: &[u8],
 ) -> Result<Publication, PublishError> {
-    let (staging, staged, _record) = stage_new(parent, lock_name, record)?;
+    let (staging, staged, record_fd) = stage_new(parent, lock_name, record)?;
+    // Closed before anything can remove the staging (see `publish_over`).
+    drop(record_fd);
     let outcome = match crate::sys::faults::check("publish.rename") {
         Ok(()) => rename::rename_no_replace_at(parent, &staging, parent, lock_name),
         Err(code) => {
