@@ -1,8 +1,10 @@
-// npm run bench [-- --quick] [-- --only a,b,...] [-- --procs N] [-- --json FILE]
+// npm run bench [-- --quick] [-- --only a,b,...] [-- --procs N] [-- --json FILE] [-- --dir DIR]
 //
 // exactlock against proper-lockfile 4.1.2 and lockfile 1.0.4 (and, for the
 // uncontended cycle, a Rust loop of exactly the syscalls one exactlock cycle
-// makes), in one run, on a temp dir under os.tmpdir(). Prints medians, p99
+// makes), in one run, on a temp dir under os.tmpdir() (or under DIR, to
+// measure another filesystem; the header shows what `exactlock doctor`
+// says of it). Prints medians, p99
 // and ratios. Asserts only correctness: lost updates and errors make the run
 // exit non-zero; timing is reported, never asserted.
 import { execFileSync } from "node:child_process";
@@ -36,6 +38,12 @@ const only = onlyArg
   : null;
 const jsonAt = argv.indexOf("--json");
 const jsonFile = jsonAt >= 0 ? argv[jsonAt + 1] : null;
+const dirAt = argv.indexOf("--dir");
+const underDir = dirAt >= 0 ? argv[dirAt + 1] : os.tmpdir();
+if (dirAt >= 0 && !(underDir && fs.existsSync(underDir) && fs.statSync(underDir).isDirectory())) {
+  console.error(`bench: --dir wants an existing directory, got ${JSON.stringify(underDir)}`);
+  process.exit(2);
+}
 
 const CONFIG = quick
   ? { cycles: 600, warmup: 100, rounds: 3, procs: 4, sections: 50, handoffs: 15, crashes: 5, idleWaiters: 100, idleWindowMs: 2000 }
@@ -72,8 +80,15 @@ if (!fs.existsSync(path.join(root, "dist", "index.js")) || !fs.existsSync(path.j
   console.error("bench: build first (npm run build)");
   process.exit(2);
 }
-const base = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-bench-")));
-const fsType = sh("findmnt", ["-n", "-o", "FSTYPE", "-T", base]) ?? "unknown";
+const base = fs.realpathSync(fs.mkdtempSync(path.join(underDir, "exactlock-bench-")));
+const { probeFilesystem } = await import(path.join(root, "dist", "index.js"));
+const probed = await probeFilesystem(base);
+const doctorLine = probed.ok
+  ? `${probed.fsType} (${probed.class}) noreplace=${probed.renameNoreplace.result} exchange=${probed.renameExchange.result} ` +
+    `flock=${probed.flock.result} inotify=${probed.inotify.result}`
+  : `cannot probe: ${probed.message}`;
+// The first line: a path under two stacked mounts (/dev/shm often) lists both.
+const fsType = sh("findmnt", ["-n", "-o", "FSTYPE", "-T", base])?.split("\n")[0] ?? "unknown";
 const statType = sh("stat", ["-f", "-c", "%T", base]) ?? "unknown";
 const cpuModel = (fs.readFileSync("/proc/cpuinfo", "utf8").match(/model name\s*:\s*(.*)/) ?? [])[1] ?? os.cpus()[0]?.model;
 const bunBin = path.join(root, "node_modules", ".bin", "bun");
@@ -87,6 +102,7 @@ const machine = {
   bun: sh(bunBin, ["--version"]) ?? "not found",
   tmpdir: base,
   filesystem: `${fsType} (stat -f: ${statType})`,
+  doctor: doctorLine,
   loadavg: os.loadavg().map((l) => l.toFixed(2)).join(" "),
 };
 results.machine = machine;
