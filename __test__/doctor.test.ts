@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { probeFilesystem } from "../lib/index.ts";
+import { acquireLock, probeFilesystem } from "../lib/index.ts";
 import { makeTempDir, removeDir, ROOT, runCli } from "./cli-helpers.ts";
 import { deadPid } from "./fixtures/children.ts";
 import { dirWithInfo, legacyRecordBytes, rootOrSkip } from "./kernel-helpers.ts";
@@ -309,6 +309,31 @@ describe("exactlock doctor on sshfs (a FUSE mount that refuses the rename flags)
       expect(reclaim.status, reclaim.stderr).toBe(0);
       expect(reclaim.stderr.match(/RENAME_EXCHANGE refused on device \d+ \(EINVAL\)/g) ?? []).toHaveLength(1);
       expect(reclaim.stderr.match(/no RENAME_EXCHANGE on device \d+ \(refused there before\): reclaiming in place/g) ?? []).toHaveLength(1);
+      expect(readdirSync(srv)).toEqual([]);
+
+      // A waiter that gives up while this process holds the lock leaves no
+      // staging behind (its record is closed before the removal: sshfs
+      // keeps an unlinked open file as .fuse_hidden…).
+      const release = await acquireLock(path.join(mnt, "held"));
+      try {
+        const waiter = spawnSync(
+          process.execPath,
+          [
+            "--input-type=module",
+            "-e",
+            [
+              `const { acquireLock } = await import(${JSON.stringify(path.join(ROOT, "dist", "index.js"))});`,
+              `try { await acquireLock(${JSON.stringify(path.join(mnt, "held"))}, { retries: 3, retryDelayMs: 100 }); process.exit(3); }`,
+              `catch (error) { console.log(error.code); }`,
+            ].join("\n"),
+          ],
+          { encoding: "utf8" },
+        );
+        expect(waiter.stdout.trim(), waiter.stderr).toBe("ELOCKED");
+        expect(readdirSync(srv)).toEqual(["held.lock"]);
+      } finally {
+        await release();
+      }
       expect(readdirSync(srv)).toEqual([]);
     } finally {
       teardown();

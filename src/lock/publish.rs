@@ -291,8 +291,9 @@ pub struct Staged {
     name: OsString,
     /// `None` once published: it became the lock directory.
     root: Option<OwnedFd>,
-    /// The record, kept open so its timestamp can be renewed in place.
-    info: OwnedFd,
+    /// The record, kept open so its timestamp can be renewed in place;
+    /// closed first when dropped (see [`publish_over`] on FUSE).
+    info: Option<OwnedFd>,
     len: usize,
 }
 
@@ -323,7 +324,7 @@ impl Staged {
             parent_id,
             name,
             root: Some(published.root),
-            info,
+            info: Some(info),
             len: record.len(),
         })
     }
@@ -346,7 +347,8 @@ impl Staged {
         record: &[u8],
     ) -> Result<StagedPublication, PublishError> {
         debug_assert_eq!(record.len(), self.len);
-        write_all(self.info.as_fd(), record, 0).map_err(PublishError::Os)?;
+        let info = self.info.as_ref().expect("open until dropped");
+        write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
         // Observed before the rename, which changes neither inode's
         // identity nor the record's times: once the name is ours, nothing
         // can fail before the lock is recorded as held.
@@ -354,7 +356,7 @@ impl Staged {
         let tree = TreeSnapshot::of_single_file(
             &fs::fstat(root).map_err(PublishError::Os)?,
             INFO_NAME,
-            &fs::fstat(&self.info).map_err(PublishError::Os)?,
+            &fs::fstat(info).map_err(PublishError::Os)?,
             record,
         );
         // The staging name must still be our directory: it waited in a
@@ -391,6 +393,7 @@ impl Staged {
 
 impl Drop for Staged {
     fn drop(&mut self) {
+        drop(self.info.take());
         if let Some(root) = &self.root {
             remove_staging(self.parent.as_fd(), &self.name, Some(root));
         }
