@@ -34,6 +34,20 @@ function findmntType(at: string): string {
   return found.stdout.trim();
 }
 
+/** Mounts a small tmpfs (`ro` or `rw`) in the test's dir, runs `body` on it, unmounts whatever happens. */
+async function withTmpfs(mode: "ro" | "rw", body: (mountPoint: string) => Promise<void>): Promise<void> {
+  const mountPoint = path.join(dir, `tmpfs-${mode}`);
+  mkdirSync(mountPoint);
+  const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", `${mode},size=1m`, "tmpfs", mountPoint], { encoding: "utf8" });
+  // As root with mount(8) present, a failing mount is a failure of the test, not a reason to skip.
+  if (mounted.status !== 0) throw new Error(`cannot mount a tmpfs: ${mounted.stderr.trim()}`);
+  try {
+    await body(mountPoint);
+  } finally {
+    if (spawnSync("umount", [mountPoint]).status !== 0) spawnSync("umount", ["-l", mountPoint]);
+  }
+}
+
 describe("exactlock doctor", () => {
   it("--line prints one summary line for the temp dir, and leaves nothing in it", async () => {
     const result = await runCli(["doctor", "--line", dir]);
@@ -122,35 +136,23 @@ describe("exactlock doctor", () => {
 
   it("refuses a read-only mount: no lock can be made there", async () => {
     if (!rootOrSkip("read-only tmpfs mount", ["mount", "umount"])) return;
-    const mountPoint = path.join(dir, "ro");
-    mkdirSync(mountPoint);
-    const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", mountPoint], { encoding: "utf8" });
-    if (mounted.status !== 0) throw new Error(`cannot mount a tmpfs: ${mounted.stderr.trim()}`);
-    try {
+    await withTmpfs("ro", async (mountPoint) => {
       const result = await runCli(["doctor", mountPoint]);
       expect(result.status).toBe(1);
       expect(result.stderr).toBe(
         `exactlock doctor: ${mountPoint} is on a read-only filesystem: no lock can be made there (EROFS) [read_only]. Next: put the lock files on a writable mount, or remount it read-write.\n`,
       );
-    } finally {
-      if (spawnSync("umount", [mountPoint]).status !== 0) spawnSync("umount", ["-l", mountPoint]);
-    }
+    });
   });
 
   it("probes a tmpfs mounted for the test, not the filesystem around it", async () => {
     if (!rootOrSkip("tmpfs mount", ["mount", "umount"])) return;
-    const mountPoint = path.join(dir, "mem");
-    mkdirSync(mountPoint);
-    const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", mountPoint], { encoding: "utf8" });
-    if (mounted.status !== 0) throw new Error(`cannot mount a tmpfs: ${mounted.stderr.trim()}`);
-    try {
+    await withTmpfs("rw", async (mountPoint) => {
       const result = await runCli(["doctor", "--line", mountPoint]);
       expect(result.status).toBe(0);
       expect(result.stdout).toBe(`${LOCAL_LINE(mountPoint, "tmpfs")}\n`);
       expect(readdirSync(mountPoint)).toEqual([]);
-    } finally {
-      if (spawnSync("umount", [mountPoint]).status !== 0) spawnSync("umount", ["-l", mountPoint]);
-    }
+    });
   });
 
   it("usage errors exit 2", async () => {
@@ -185,6 +187,15 @@ describe("probeFilesystem", () => {
  * A real sshd bound to 127.0.0.1 on a scratch config, a real sshfs mount;
  * both taken down on every path.
  */
+/** Runs `body` (an ES module body with `acquireLock` imported from dist) in a fresh node process. */
+function withExactlock(body: string, env: Record<string, string> = {}) {
+  const script = `const { acquireLock } = await import(${JSON.stringify(path.join(ROOT, "dist", "index.js"))});\n${body}`;
+  return spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+    encoding: "utf8",
+    env: { ...process.env, ...env },
+  });
+}
+
 describe("exactlock doctor on sshfs (a FUSE mount that refuses the rename flags)", () => {
   /** Starts sshd and mounts its `srv` dir at `mnt` under `root`; returns the teardown. */
   function mountSshfs(root: string): { mnt: string; srv: string; teardown: () => void } {
@@ -273,14 +284,10 @@ describe("exactlock doctor on sshfs (a FUSE mount that refuses the rename flags)
 
       // Three locks in a fresh process: the first publication meets EINVAL
       // and is remembered; the later ones do not issue the call.
-      const script = [
-        `const { acquireLock } = await import(${JSON.stringify(path.join(ROOT, "dist", "index.js"))});`,
+      const run = withExactlock(
         `for (let i = 0; i < 3; i++) { const release = await acquireLock(${JSON.stringify(mnt)} + "/f" + i); await release(); }`,
-      ].join("\n");
-      const run = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
-        encoding: "utf8",
-        env: { ...process.env, NODE_DEBUG: "exactlock" },
-      });
+        { NODE_DEBUG: "exactlock" },
+      );
       expect(run.status, run.stderr).toBe(0);
       const refused = run.stderr.match(/RENAME_NOREPLACE refused on device \d+ \(EINVAL\)/g) ?? [];
       const skipped = run.stderr.match(/no RENAME_NOREPLACE on device \d+ \(refused there before\)/g) ?? [];
@@ -294,17 +301,9 @@ describe("exactlock doctor on sshfs (a FUSE mount that refuses the rename flags)
       for (const name of ["a", "b"]) {
         dirWithInfo(path.join(srv, `${name}.lock`), legacyRecordBytes({ pid: deadPid(), start_time: "Wed Dec  2 08:36:20 2026" }));
       }
-      const reclaim = spawnSync(
-        process.execPath,
-        [
-          "--input-type=module",
-          "-e",
-          [
-            `const { acquireLock } = await import(${JSON.stringify(path.join(ROOT, "dist", "index.js"))});`,
-            `for (const name of ["a", "b"]) { const release = await acquireLock(${JSON.stringify(mnt)} + "/" + name); await release(); }`,
-          ].join("\n"),
-        ],
-        { encoding: "utf8", env: { ...process.env, NODE_DEBUG: "exactlock" } },
+      const reclaim = withExactlock(
+        `for (const name of ["a", "b"]) { const release = await acquireLock(${JSON.stringify(mnt)} + "/" + name); await release(); }`,
+        { NODE_DEBUG: "exactlock" },
       );
       expect(reclaim.status, reclaim.stderr).toBe(0);
       expect(reclaim.stderr.match(/RENAME_EXCHANGE refused on device \d+ \(EINVAL\)/g) ?? []).toHaveLength(1);
@@ -316,18 +315,9 @@ describe("exactlock doctor on sshfs (a FUSE mount that refuses the rename flags)
       // keeps an unlinked open file as .fuse_hidden…).
       const release = await acquireLock(path.join(mnt, "held"));
       try {
-        const waiter = spawnSync(
-          process.execPath,
-          [
-            "--input-type=module",
-            "-e",
-            [
-              `const { acquireLock } = await import(${JSON.stringify(path.join(ROOT, "dist", "index.js"))});`,
-              `try { await acquireLock(${JSON.stringify(path.join(mnt, "held"))}, { retries: 3, retryDelayMs: 100 }); process.exit(3); }`,
-              `catch (error) { console.log(error.code); }`,
-            ].join("\n"),
-          ],
-          { encoding: "utf8" },
+        const waiter = withExactlock(
+          `try { await acquireLock(${JSON.stringify(path.join(mnt, "held"))}, { retries: 3, retryDelayMs: 100 }); process.exit(3); }\n` +
+            "catch (error) { console.log(error.code); }",
         );
         expect(waiter.stdout.trim(), waiter.stderr).toBe("ELOCKED");
         expect(readdirSync(srv)).toEqual(["held.lock"]);
