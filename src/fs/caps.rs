@@ -18,7 +18,7 @@
 //! window the flag would close.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::fs::probe::{Probe, Tried};
@@ -61,6 +61,9 @@ struct Refusal {
 /// their own.
 pub struct Caps {
     refusals: Mutex<Vec<Refusal>>,
+    /// Whether any refusal was ever recorded: until then (on local disks,
+    /// always) a rename consults nothing but this flag.
+    any: AtomicBool,
     /// Flagged renames issued / skipped on a remembered refusal (for tests
     /// and `NODE_DEBUG`).
     tried: AtomicU64,
@@ -71,6 +74,7 @@ impl Caps {
     pub const fn new() -> Caps {
         Caps {
             refusals: Mutex::new(Vec::new()),
+            any: AtomicBool::new(false),
             tried: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
         }
@@ -81,6 +85,10 @@ impl Caps {
     /// [`RECHECK_AFTER`] lets this one call try again (and is restamped, so
     /// concurrent callers do not all re-try).
     pub fn should_try(&self, dev: u64, flag: Flag) -> bool {
+        if !self.any.load(Ordering::Acquire) {
+            self.tried.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
         let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
         let Some(refusal) = refusals.iter_mut().find(|r| r.dev == dev && r.flag == flag) else {
             self.tried.fetch_add(1, Ordering::Relaxed);
@@ -98,6 +106,9 @@ impl Caps {
     /// Records what a rename with `flag` on `dev` showed: refused, or
     /// carried out (which forgets an earlier refusal).
     pub fn learned(&self, dev: u64, flag: Flag, works: bool) {
+        if works && !self.any.load(Ordering::Acquire) {
+            return;
+        }
         let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
         let known = refusals.iter().position(|r| r.dev == dev && r.flag == flag);
         match (known, works) {
@@ -115,6 +126,7 @@ impl Caps {
                     flag,
                     at: Instant::now(),
                 });
+                self.any.store(true, Ordering::Release);
             }
         }
     }
