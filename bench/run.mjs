@@ -30,6 +30,11 @@ import {
   us,
 } from "./lib.mjs";
 
+// The crash floor waits on each holder's pidfd on a libuv pool thread; 5
+// runs at a time (proper-lockfile, lockfile) must not queue behind the
+// default 4 threads. Read when the pool first starts, which is later.
+process.env.UV_THREADPOOL_SIZE ??= "16";
+
 const argv = process.argv.slice(2);
 const quick = argv.includes("--quick");
 const onlyArg = argv.find((a) => a.startsWith("--only"));
