@@ -1,3 +1,5 @@
+use super::kind::{MountInfoLine, name_of_magic, parse_mountinfo, unescape_mountinfo};
+use super::notes::Note;
 use super::*;
 use crate::testutil::{listing, tempdir};
 
