@@ -543,6 +543,25 @@ const TABLE: Record<string, Entry> = {
     mode: "async",
     rows: snapshotRows((p, s) => exactlock.exactRemoveDirectoryTreeAsync(p as string, s as never)),
   },
+  probeFilesystem: { mode: "async", rows: absolutePathRows("dir", (v) => exactlock.probeFilesystem(v as string)) },
+  waitPidExitNs: {
+    mode: "async",
+    rows: [
+      row('pid "1"', TYPE, /^pid must be a number; received type string \("1"\)$/, () => exactlock.waitPidExitNs("1" as never)),
+      row("pid undefined", TYPE, /^pid must be a number; received undefined$/, () =>
+        exactlock.waitPidExitNs(undefined as never),
+      ),
+      row("pid 0", VALUE, /^pid must be an integer from 1 to 2147483647; received 0$/, () => exactlock.waitPidExitNs(0)),
+      row("pid 1.5", VALUE, /^pid must be an integer from 1 to 2147483647; received 1\.5$/, () => exactlock.waitPidExitNs(1.5)),
+      row("pid 2^31", VALUE, /^pid must be an integer .*; received 2147483648$/, () => exactlock.waitPidExitNs(2 ** 31)),
+      row('timeoutMs "5"', TYPE, /^timeoutMs must be a number; received type string \("5"\)$/, () =>
+        exactlock.waitPidExitNs(process.pid, "5" as never),
+      ),
+      row("timeoutMs -1", VALUE, /^timeoutMs must be an integer from 0 to 4294967295; received -1$/, () =>
+        exactlock.waitPidExitNs(process.pid, -1),
+      ),
+    ],
+  },
   injectDelayForTesting: {
     mode: "sync",
     rows: [

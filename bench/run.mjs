@@ -1,8 +1,10 @@
-// npm run bench [-- --quick] [-- --only a,b,...] [-- --procs N] [-- --json FILE]
+// npm run bench [-- --quick] [-- --only a,b,...] [-- --procs N] [-- --json FILE] [-- --dir DIR]
 //
 // exactlock against proper-lockfile 4.1.2 and lockfile 1.0.4 (and, for the
 // uncontended cycle, a Rust loop of exactly the syscalls one exactlock cycle
-// makes), in one run, on a temp dir under os.tmpdir(). Prints medians, p99
+// makes), in one run, on a temp dir under os.tmpdir() (or under DIR, to
+// measure another filesystem; the header shows what `exactlock doctor`
+// says of it). Prints medians, p99
 // and ratios. Asserts only correctness: lost updates and errors make the run
 // exit non-zero; timing is reported, never asserted.
 import { execFileSync } from "node:child_process";
@@ -28,6 +30,11 @@ import {
   us,
 } from "./lib.mjs";
 
+// The crash floor waits on each holder's pidfd on a libuv pool thread; 5
+// runs at a time (proper-lockfile, lockfile) must not queue behind the
+// default 4 threads. Read when the pool first starts, which is later.
+process.env.UV_THREADPOOL_SIZE ??= "16";
+
 const argv = process.argv.slice(2);
 const quick = argv.includes("--quick");
 const onlyArg = argv.find((a) => a.startsWith("--only"));
@@ -36,6 +43,12 @@ const only = onlyArg
   : null;
 const jsonAt = argv.indexOf("--json");
 const jsonFile = jsonAt >= 0 ? argv[jsonAt + 1] : null;
+const dirAt = argv.indexOf("--dir");
+const underDir = dirAt >= 0 ? argv[dirAt + 1] : os.tmpdir();
+if (dirAt >= 0 && !(underDir && fs.existsSync(underDir) && fs.statSync(underDir).isDirectory())) {
+  console.error(`bench: --dir wants an existing directory, got ${JSON.stringify(underDir)}`);
+  process.exit(2);
+}
 
 const CONFIG = quick
   ? { cycles: 600, warmup: 100, rounds: 3, procs: 4, sections: 50, handoffs: 15, crashes: 5, idleWaiters: 100, idleWindowMs: 2000 }
@@ -72,8 +85,15 @@ if (!fs.existsSync(path.join(root, "dist", "index.js")) || !fs.existsSync(path.j
   console.error("bench: build first (npm run build)");
   process.exit(2);
 }
-const base = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-bench-")));
-const fsType = sh("findmnt", ["-n", "-o", "FSTYPE", "-T", base]) ?? "unknown";
+const base = fs.realpathSync(fs.mkdtempSync(path.join(underDir, "exactlock-bench-")));
+const { probeFilesystem } = await import(path.join(root, "dist", "index.js"));
+const probed = await probeFilesystem(base);
+const doctorLine = probed.ok
+  ? `${probed.fsType} (${probed.class}) noreplace=${probed.renameNoreplace.result} exchange=${probed.renameExchange.result} ` +
+    `flock=${probed.flock.result} inotify=${probed.inotify.result}`
+  : `cannot probe: ${probed.message}`;
+// The first line: a path under two stacked mounts (/dev/shm often) lists both.
+const fsType = sh("findmnt", ["-n", "-o", "FSTYPE", "-T", base])?.split("\n")[0] ?? "unknown";
 const statType = sh("stat", ["-f", "-c", "%T", base]) ?? "unknown";
 const cpuModel = (fs.readFileSync("/proc/cpuinfo", "utf8").match(/model name\s*:\s*(.*)/) ?? [])[1] ?? os.cpus()[0]?.model;
 const bunBin = path.join(root, "node_modules", ".bin", "bun");
@@ -87,6 +107,7 @@ const machine = {
   bun: sh(bunBin, ["--version"]) ?? "not found",
   tmpdir: base,
   filesystem: `${fsType} (stat -f: ${statType})`,
+  doctor: doctorLine,
   loadavg: os.loadavg().map((l) => l.toFixed(2)).join(" "),
 };
 results.machine = machine;
@@ -106,6 +127,7 @@ const freshDir = (tag) => {
 
 const libs = {};
 for (const name of LIBRARIES) libs[name] = await adapter(name);
+const { waitPidExitNs } = await import(path.join(root, "dist", "testing.js"));
 
 const wants = (id) => !only || only.has(id);
 
@@ -218,6 +240,28 @@ function sectionFlow(done) {
   };
 }
 
+/** Per process of the contended counter: sections done in all, sections
+ * done by the time the first process had finished all of its own (while
+ * every process was still asking), and the wait from asking for the lock
+ * to holding it. */
+function fairness(done) {
+  const perWorker = done.map((d) =>
+    (d.stamps ?? []).map(([held, , released, asked]) => ({ held: BigInt(held), released: BigInt(released), asked: BigInt(asked) })),
+  );
+  const finishes = perWorker.filter((s) => s.length > 0).map((s) => s[s.length - 1].released);
+  const firstFinish = finishes.reduce((a, b) => (b < a ? b : a), finishes[0] ?? 0n);
+  return perWorker.map((s) => {
+    const waits = summary(s.map((x) => nsToMs(x.held - x.asked)));
+    return {
+      sections: s.length,
+      byFirstFinish: s.filter((x) => x.released <= firstFinish).length,
+      waitP50Ms: waits.median,
+      waitP99Ms: waits.p99,
+      waitMaxMs: waits.max,
+    };
+  });
+}
+
 async function contended() {
   const { procs, sections } = CONFIG;
   log(`(b) contended counter: ${procs} processes × ${sections} sections (read the counter file, write it +1, under the lock)`);
@@ -242,7 +286,8 @@ async function contended() {
     const lost = completed - final;
     const perSecond = (completed / wallMs) * 1000;
     const flow = sectionFlow(done);
-    out[name] = { expected, final, errors, lost, wallMs, perSecond, flow, firstError: done.find((d) => d.firstError)?.firstError };
+    const fair = fairness(done);
+    out[name] = { expected, final, errors, lost, wallMs, perSecond, flow, fairness: fair, firstError: done.find((d) => d.firstError)?.firstError };
     rows.push([
       name,
       String(final),
@@ -262,6 +307,23 @@ async function contended() {
   log(`    the next (release, hand-over, acquisition); same process: the next section ran in the process that just released.`);
   const ex = out.exactlock.perSecond;
   log(`    exactlock sections/s vs proper-lockfile ${ratio(ex, out["proper-lockfile"].perSecond)}, vs lockfile ${ratio(ex, out.lockfile.perSecond)}`);
+  log(`    fairness, per process: sections done in all and by the time the first process had done all ${sections} of its own`);
+  log(`    (while every process was still asking), and the wait from asking for the lock to holding it:`);
+  const fairRows = [];
+  for (const name of LIBRARIES) {
+    out[name].fairness.forEach((f, i) => {
+      fairRows.push([
+        i === 0 ? name : "",
+        `#${i + 1}`,
+        String(f.sections),
+        String(f.byFirstFinish),
+        fmtMs(f.waitP50Ms),
+        fmtMs(f.waitP99Ms),
+        fmtMs(f.waitMaxMs),
+      ]);
+    });
+  }
+  log(table(fairRows, ["", "process", "sections", "by first finish", "wait p50", "wait p99", "wait max"]));
   log("");
   results.scenarios.contended = out;
 }
@@ -327,14 +389,20 @@ async function crashRun(name, file) {
   waiter.send({ type: "go" });
   await waiter.next("waiting");
   await sleep(30 + Math.random() * 20);
+  // The floor: a pidfd on this same holder, opened now and polled off the
+  // JS thread; it turns readable once the kernel has torn the process down.
+  const exited = waitPidExitNs(holder.child.pid);
   const killedAt = monoNs();
   await holder.kill("SIGKILL");
-  const acquired = await waiter.next("acquired");
+  const [acquired, exitedAt] = [await waiter.next("acquired"), await exited];
   await waiter.next("released");
   waiter.send({ type: "exit" });
   await waiter.exit;
   if (acquired.error) return { error: acquired.error };
-  return { latency: nsToMs(BigInt(acquired.t) - killedAt) };
+  return {
+    latency: nsToMs(BigInt(acquired.t) - killedAt),
+    floor: exitedAt === null ? null : nsToMs(exitedAt - killedAt),
+  };
 }
 
 async function crash() {
@@ -347,6 +415,8 @@ async function crash() {
   const out = {};
   for (const name of LIBRARIES) {
     const latencies = [];
+    const floors = [];
+    const overFloor = [];
     let errors = 0;
     const batch = name === "exactlock" ? 1 : 5;
     for (let i = 0; i < crashes; i += batch) {
@@ -361,14 +431,35 @@ async function crash() {
         if (r.error) {
           errors++;
           failures.push(`(d) ${name}: waiter failed: ${JSON.stringify(r.error)}`);
-        } else latencies.push(r.latency);
+        } else {
+          latencies.push(r.latency);
+          if (r.floor !== null) {
+            floors.push(r.floor);
+            overFloor.push(r.latency - r.floor);
+          }
+        }
       }
     }
     const s = summary(latencies);
-    out[name] = { ...s, errors };
-    rows.push([name, fmtMs(s.median), fmtMs(s.p99), fmtMs(s.min), fmtMs(s.max), String(errors)]);
+    const f = summary(floors);
+    const o = summary(overFloor);
+    out[name] = { ...s, errors, floor: f, overFloor: o };
+    rows.push([
+      name,
+      fmtMs(s.median),
+      fmtMs(s.p99),
+      fmtMs(s.min),
+      fmtMs(s.max),
+      fmtMs(f.median),
+      fmtMs(f.p99),
+      fmtMs(o.median),
+      fmtMs(o.p99),
+      String(errors),
+    ]);
   }
-  log(table(rows, ["", "p50", "p99", "min", "max", "errors"]));
+  log(table(rows, ["", "p50", "p99", "min", "max", "floor p50", "floor p99", "− floor p50", "− floor p99", "errors"]));
+  log(`    floor: SIGKILL → the same holder's pidfd readable (polled by this process), per run; − floor: recovery minus`);
+  log(`    that run's floor, what the library adds to the kernel's teardown of the killed process.`);
   const ex = out.exactlock.median;
   log(`    exactlock p50 vs proper-lockfile ${ratio(ex, out["proper-lockfile"].median)}, vs lockfile ${ratio(ex, out.lockfile.median)}`);
   log("");

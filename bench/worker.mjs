@@ -31,12 +31,14 @@ async function counter() {
   await nextMessage();
   let errors = 0;
   let firstError;
-  // Per section: held at, section done at, released at (CLOCK_MONOTONIC),
-  // so the parent can tell section time from hand-over time.
+  // Per section: held at, section done at, released at, asked at
+  // (CLOCK_MONOTONIC), so the parent can tell section time from hand-over
+  // time, and what each process paid waiting (asked → held).
   const stamps = [];
   const start = monoNs();
   for (let i = 0; i < sections; i++) {
     try {
+      const askedAt = monoNs();
       const release = await lib.acquire(file, "contended");
       const heldAt = monoNs();
       let doneAt = heldAt;
@@ -47,7 +49,7 @@ async function counter() {
       } finally {
         await release();
       }
-      stamps.push([String(heldAt), String(doneAt), String(monoNs())]);
+      stamps.push([String(heldAt), String(doneAt), String(monoNs()), String(askedAt)]);
     } catch (error) {
       errors++;
       firstError ??= describe(error);

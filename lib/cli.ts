@@ -5,12 +5,14 @@
  *   exactlock run FILE CMD ...        hold the lock while CMD runs
  *   exactlock gc DIR                  remove provably stale locks below DIR
  *   exactlock demo                    processes contending, with crashes
+ *   exactlock doctor DIR...           what the filesystem under DIR supports
  *
  * Lock logic lives in the library; this file only parses, dispatches and
  * maps failures to exit statuses (0 ok, 1 failure, 2 usage, 75 lock busy).
  */
 import { UsageError } from "./cli/args.js";
 import { demoCommand } from "./cli/demo.js";
+import { doctorCommand } from "./cli/doctor.js";
 import { gcCommand } from "./cli/gc.js";
 import { runCommand } from "./cli/run.js";
 import { statusCommand } from "./cli/status.js";
@@ -34,6 +36,9 @@ Commands:
   demo [--seconds N] [--procs N]
                              processes contending on one file, holders
                              SIGKILLed mid-section; prints a summary (--json)
+  doctor [--line] DIR...     what the filesystem under DIR supports (exclusive
+                             renames, flock, inotify, local or network) and
+                             what follows for the lock there (--json)
 
 Run 'exactlock <command> --help' for a command's options.
 
@@ -47,6 +52,7 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   run: runCommand,
   gc: gcCommand,
   demo: demoCommand,
+  doctor: doctorCommand,
 };
 
 function version(): string {

@@ -54,6 +54,16 @@ export {
   type LockLiveness,
   type InspectOptions,
 } from "./gc.js";
+export {
+  probeFilesystem,
+  type FilesystemClass,
+  type FilesystemProbe,
+  type FilesystemProbeFailure,
+  type ProbeCall,
+  type ProbeCallResult,
+  type ProbeFailureCode,
+  type ProbeInotify,
+} from "./probe.js";
 import { native } from "./native.js";
 
 /** The version of the native core. */

@@ -6,6 +6,7 @@ mod env;
 mod lock;
 mod lost;
 mod primitives;
+mod probe;
 
 use napi_derive::napi;
 

@@ -28,6 +28,7 @@ use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self, AtFlags, FileType, Mode, RenameFlags, Stat};
 use rustix::io::Errno;
 
+use crate::fs::caps::{self, Caps, Flag};
 use crate::fs::fsx;
 use crate::sys::platform;
 
@@ -309,7 +310,8 @@ pub fn rename_no_replace_at(
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
 ) -> NoReplaceOutcome {
-    let (primitive, result) = exclusive_rename(src_dir, src_name, dst_dir, dst_name);
+    let (primitive, result) =
+        exclusive_rename(caps::global(), src_dir, src_name, dst_dir, dst_name);
     outcome(primitive, result)
 }
 
@@ -358,8 +360,10 @@ struct PinnedSource {
 }
 
 /// The exclusive rename with its fallback; returns the primitive that
-/// actually decided the result.
+/// actually decided the result. `caps` is what is known of the filesystem:
+/// where the flag was refused before, the fallback runs without the call.
 fn exclusive_rename(
+    caps: &Caps,
     src_dir: BorrowedFd<'_>,
     src_name: &OsStr,
     dst_dir: BorrowedFd<'_>,
@@ -370,25 +374,56 @@ fn exclusive_rename(
         Ok(source) => source,
         Err(refusal) => return (PLATFORM_PRIMITIVE, Err(refusal)),
     };
+    let dev = fsx::dev_of(&source.stat);
+    if !caps.should_try(dev, Flag::NoReplace) {
+        crate::debug!(
+            "no {} on device {dev} (refused there before): publishing with the fallback",
+            Flag::NoReplace.as_str()
+        );
+        return fallback(src_dir, src_name, dst_dir, dst_name, &source);
+    }
     match retry_interrupted(|| platform_rename(src_dir, src_name, dst_dir, dst_name)) {
-        Ok(()) => (
-            PLATFORM_PRIMITIVE,
-            verify_destination(dst_dir, dst_name, &source),
-        ),
+        Ok(()) => {
+            caps.learned(dev, Flag::NoReplace, true);
+            (
+                PLATFORM_PRIMITIVE,
+                verify_destination(dst_dir, dst_name, &source),
+            )
+        }
         // The filesystem (NFS, DrvFs, many FUSE mounts) or the kernel refuses
         // the flag; nothing was changed, so a fallback may run.
-        Err(Errno::INVAL | Errno::NOSYS | Errno::NOTSUP) => match fsx::kind_of(&source.stat) {
-            FileType::Directory => (
-                Primitive::MkdiratRenameatNoreplace,
-                claim_and_rename(src_dir, src_name, dst_dir, dst_name, &source),
-            ),
-            FileType::RegularFile => (
-                Primitive::LinkatNoreplace,
-                link_and_unlink(src_dir, src_name, dst_dir, dst_name, &source),
-            ),
-            _ => (PLATFORM_PRIMITIVE, Err(Refusal::AtomicUnavailable)),
-        },
+        Err(errno @ (Errno::INVAL | Errno::NOSYS | Errno::NOTSUP)) => {
+            caps.learned(dev, Flag::NoReplace, false);
+            crate::debug!(
+                "{} refused on device {dev} ({}): this process publishes there with the fallback from now on",
+                Flag::NoReplace.as_str(),
+                crate::sys::errno::errno_code(errno)
+            );
+            fallback(src_dir, src_name, dst_dir, dst_name, &source)
+        }
         Err(errno) => (PLATFORM_PRIMITIVE, Err(refusal_from_errno(errno))),
+    }
+}
+
+/// The publication without the exclusive flag: the `mkdirat` claim for a
+/// directory, `linkat` for a regular file.
+fn fallback(
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+    source: &PinnedSource,
+) -> (Primitive, Result<(), Refusal>) {
+    match fsx::kind_of(&source.stat) {
+        FileType::Directory => (
+            Primitive::MkdiratRenameatNoreplace,
+            claim_and_rename(src_dir, src_name, dst_dir, dst_name, source),
+        ),
+        FileType::RegularFile => (
+            Primitive::LinkatNoreplace,
+            link_and_unlink(src_dir, src_name, dst_dir, dst_name, source),
+        ),
+        _ => (PLATFORM_PRIMITIVE, Err(Refusal::AtomicUnavailable)),
     }
 }
 
@@ -677,6 +712,66 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         assert_eq!(std::fs::metadata(&lock).unwrap().ino(), before.ino());
         assert!(!staging.exists());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    /// Runs the exclusive rename of `src` to `dst` (names in `root`)
+    /// against the memory `caps`.
+    fn exclusive_with(caps: &Caps, root: &Path, src: &str, dst: &str) -> NoReplaceOutcome {
+        let parent = fsx::open_dir_nofollow(root).unwrap();
+        let (primitive, result) = exclusive_rename(
+            caps,
+            parent.as_fd(),
+            OsStr::new(src),
+            parent.as_fd(),
+            OsStr::new(dst),
+        );
+        outcome(primitive, result)
+    }
+
+    #[test]
+    fn a_remembered_refusal_goes_straight_to_the_fallback_without_the_call() {
+        use std::os::unix::fs::MetadataExt;
+        let root = tempdir("caps");
+        let dev = std::fs::metadata(&root).unwrap().dev();
+        let caps = Caps::new();
+
+        // Nothing known: the flag is tried (and works here).
+        staged_dir(&root, "s1", b"1");
+        let first = exclusive_with(&caps, &root, "s1", "one.lock");
+        assert_committed(first);
+        assert_eq!(first.primitive, PLATFORM_PRIMITIVE);
+        assert_eq!(caps.counts(), (1, 0));
+
+        // A refusal remembered for this filesystem (as a probe of an NFS or
+        // FUSE mount, or the lock's own first call there, records it): the
+        // fallback publishes, and the flagged call is not issued.
+        caps.learned(dev, Flag::NoReplace, false);
+        staged_dir(&root, "s2", b"2");
+        let second = exclusive_with(&caps, &root, "s2", "two.lock");
+        assert_committed(second);
+        assert_eq!(second.primitive, Primitive::MkdiratRenameatNoreplace);
+        assert_eq!(std::fs::read(root.join("two.lock/info")).unwrap(), b"2");
+        assert_eq!(caps.counts(), (1, 1), "skipped, not tried");
+
+        // Same refusals as with the call: an occupied name (even an empty
+        // directory) stays, and a regular file goes through linkat.
+        staged_dir(&root, "s3", b"3");
+        std::fs::create_dir(root.join("empty.lock")).unwrap();
+        let taken = exclusive_with(&caps, &root, "s3", "empty.lock");
+        assert_eq!(taken.code, Some("destination_exists"), "{taken:?}");
+        assert_eq!(
+            std::fs::read_dir(root.join("empty.lock")).unwrap().count(),
+            0
+        );
+        std::fs::write(root.join("plain"), b"p").unwrap();
+        let file = exclusive_with(&caps, &root, "plain", "moved");
+        assert_committed(file);
+        assert_eq!(file.primitive, Primitive::LinkatNoreplace);
+        assert_eq!(caps.counts(), (1, 3));
+
+        // Another filesystem (device) is not affected.
+        assert!(caps.should_try(dev + 1, Flag::NoReplace));
         std::fs::remove_dir_all(root).unwrap();
     }
 

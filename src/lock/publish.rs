@@ -13,6 +13,7 @@ use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self, AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::fs::caps::{self, Flag};
 use crate::fs::fsx;
 use crate::fs::rename;
 use crate::fs::tree::{self, TreeSnapshot};
@@ -110,18 +111,41 @@ pub fn publish_over(
     record: &[u8],
     judged: &TreeSnapshot,
 ) -> Result<Takeover, PublishError> {
+    // Where this filesystem refused the exchange before, do not stage a
+    // record only to have it refused again (see `caps`).
+    let caps = caps::global();
+    if !caps.should_try(judged.root_dev, Flag::Exchange) {
+        crate::debug!(
+            "no {} on device {} (refused there before): reclaiming in place",
+            Flag::Exchange.as_str(),
+            judged.root_dev
+        );
+        return Ok(Takeover::Unsupported);
+    }
     let (staging, staged, record_fd) = stage_new(parent, lock_name, record)?;
-    // Closed first, as in [`publish`].
+    // Closed before anything can remove the staging: a FUSE filesystem
+    // (sshfs) keeps an unlinked but open file as `.fuse_hidden…`, and the
+    // directory would then stay behind, not empty.
     drop(record_fd);
     match rename::exchange_at(parent, &staging, parent, lock_name) {
-        Ok(()) => {}
+        Ok(()) => caps.learned(judged.root_dev, Flag::Exchange, true),
         Err(errno) => {
             remove_staging(parent, &staging, Some(&staged.root));
             return match errno {
                 Errno::NOENT => Ok(Takeover::Vanished),
-                Errno::INVAL | Errno::NOSYS | Errno::NOTSUP | Errno::XDEV => {
+                Errno::INVAL | Errno::NOSYS | Errno::NOTSUP => {
+                    caps.learned(judged.root_dev, Flag::Exchange, false);
+                    crate::debug!(
+                        "{} refused on device {} ({}): this process reclaims there in place from now on",
+                        Flag::Exchange.as_str(),
+                        judged.root_dev,
+                        crate::sys::errno::errno_code(errno)
+                    );
                     Ok(Takeover::Unsupported)
                 }
+                // An overlayfs lower layer: a property of this lock
+                // directory, not of the filesystem.
+                Errno::XDEV => Ok(Takeover::Unsupported),
                 errno => Err(PublishError::Os(errno)),
             };
         }

@@ -1,0 +1,221 @@
+//! napi surface of the filesystem probe ([`crate::fs::probe`], behind
+//! `exactlock doctor`) and of the bench's crash-recovery floor (a pidfd
+//! waited on off the JS thread). Conversion only; both run on the libuv
+//! pool, as a probe on a hung mount or a wait for an exit may take long.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use napi::bindgen_prelude::{AsyncTask, Result};
+use napi::{Env, Task};
+use napi_derive::napi;
+use rustix::fd::OwnedFd;
+
+use crate::fs::probe::{self, Inotify, Probe, ProbeError, Tried};
+use crate::sys::errno::errno_code;
+use crate::sys::wait::{HolderExit, holder_exit};
+
+/// Whether one call works on the filesystem.
+#[napi(object)]
+pub struct NativeProbeCall {
+    /// `yes`, `no` (refused), `broken` (claimed success, did not do it),
+    /// `unknown` (the try failed otherwise); for inotify `all_changes`,
+    /// `this_host_only`, `no_events`, `unavailable`.
+    pub result: String,
+    /// The errno behind `no`, `unknown` or `unavailable` (`EINVAL`…).
+    pub errno: Option<String>,
+}
+
+/// One consequence for the lock's guarantees.
+#[napi(object)]
+pub struct NativeProbeNote {
+    pub code: String,
+    pub text: String,
+}
+
+/// Result of `probeFilesystem`: `ok` with the findings, or `code` and
+/// `errno` saying why the directory could not be probed.
+#[napi(object)]
+pub struct NativeFilesystemProbe {
+    pub ok: bool,
+    /// `not_found`, `not_a_directory`, `not_writable`, `read_only`,
+    /// `no_space`, `no_new_entries`, `io_error`.
+    pub code: Option<String>,
+    pub errno: Option<String>,
+    pub dir: String,
+    /// `st_dev`, decimal.
+    pub dev: Option<String>,
+    /// `statfs` `f_type`, hexadecimal (`0xef53`).
+    pub statfs_type: Option<String>,
+    pub statfs_name: Option<String>,
+    /// The type as mounted (`ext4`, `tmpfs`, `fuse.sshfs`…), else the
+    /// `statfs` name.
+    pub fs_type: Option<String>,
+    pub mount_point: Option<String>,
+    pub mount_source: Option<String>,
+    /// `local`, `network`, `fuse`, `unknown`.
+    pub class: Option<String>,
+    pub rename_noreplace: Option<NativeProbeCall>,
+    pub rename_exchange: Option<NativeProbeCall>,
+    pub flock: Option<NativeProbeCall>,
+    pub inotify: Option<NativeProbeCall>,
+    pub notes: Vec<NativeProbeNote>,
+    /// The scratch directory, if it could not be removed.
+    pub leftover: Option<String>,
+}
+
+/// Probes the filesystem under `dir` (see `exactlock doctor`).
+#[napi(ts_return_type = "Promise<NativeFilesystemProbe>")]
+pub fn probe_filesystem(dir: String) -> AsyncTask<ProbeTask> {
+    AsyncTask::new(ProbeTask {
+        dir: PathBuf::from(dir),
+    })
+}
+
+pub struct ProbeTask {
+    dir: PathBuf,
+}
+
+impl Task for ProbeTask {
+    type Output = std::result::Result<Probe, ProbeError>;
+    type JsValue = NativeFilesystemProbe;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        Ok(probe::probe(&self.dir))
+    }
+
+    fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
+        Ok(probe_result(&self.dir, output))
+    }
+}
+
+fn call(tried: Tried) -> NativeProbeCall {
+    NativeProbeCall {
+        result: tried.as_str().to_owned(),
+        errno: tried.errno().map(|e| errno_code(e).to_owned()),
+    }
+}
+
+fn inotify_call(inotify: Inotify) -> NativeProbeCall {
+    NativeProbeCall {
+        result: inotify.as_str().to_owned(),
+        errno: match inotify {
+            Inotify::Unavailable(errno) => errno.map(|e| errno_code(e).to_owned()),
+            _ => None,
+        },
+    }
+}
+
+fn probe_result(
+    dir: &std::path::Path,
+    output: std::result::Result<Probe, ProbeError>,
+) -> NativeFilesystemProbe {
+    let dir = dir.to_string_lossy().into_owned();
+    match output {
+        Ok(found) => NativeFilesystemProbe {
+            ok: true,
+            code: None,
+            errno: None,
+            dir,
+            dev: Some(found.dev.to_string()),
+            statfs_type: Some(format!("{:#x}", found.magic)),
+            statfs_name: Some(found.statfs_name.to_owned()),
+            fs_type: Some(found.fs_name().to_owned()),
+            mount_point: found.mount.as_ref().map(|m| m.mount_point.clone()),
+            mount_source: found.mount.as_ref().map(|m| m.source.clone()),
+            class: Some(found.class.as_str().to_owned()),
+            rename_noreplace: Some(call(found.rename_noreplace)),
+            rename_exchange: Some(call(found.rename_exchange)),
+            flock: Some(call(found.flock)),
+            inotify: Some(inotify_call(found.inotify)),
+            notes: probe::consequences(&found)
+                .into_iter()
+                .map(|note| NativeProbeNote {
+                    code: note.code.to_owned(),
+                    text: note.text,
+                })
+                .collect(),
+            leftover: found
+                .leftover
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned()),
+        },
+        Err(error) => NativeFilesystemProbe {
+            ok: false,
+            code: Some(error.code().to_owned()),
+            errno: Some(errno_code(error.errno()).to_owned()),
+            dir,
+            dev: None,
+            statfs_type: None,
+            statfs_name: None,
+            fs_type: None,
+            mount_point: None,
+            mount_source: None,
+            class: None,
+            rename_noreplace: None,
+            rename_exchange: None,
+            flock: None,
+            inotify: None,
+            notes: Vec::new(),
+            leftover: None,
+        },
+    }
+}
+
+/// Test seam (the bench's crash-recovery floor): opens a pidfd on `pid`
+/// now, then resolves, off the JS thread, with the `CLOCK_MONOTONIC` time
+/// in nanoseconds (decimal; `process.hrtime.bigint()`'s clock) at which
+/// the pidfd became readable — the process exited, as a waiter's pidfd
+/// would tell it. `null` if no pidfd could be opened (the process is
+/// already gone, or no pidfd here) or it did not exit within
+/// `timeoutMs` (default 60000).
+#[napi(ts_return_type = "Promise<string | null>")]
+pub fn wait_pid_exit_ns(pid: u32, timeout_ms: Option<u32>) -> AsyncTask<PidExitTask> {
+    let pidfd = match holder_exit(pid) {
+        HolderExit::Watch(fd) => Some(fd),
+        HolderExit::AlreadyGone | HolderExit::Unwatched => None,
+    };
+    AsyncTask::new(PidExitTask {
+        pidfd,
+        timeout: Duration::from_millis(u64::from(timeout_ms.unwrap_or(60_000))),
+    })
+}
+
+pub struct PidExitTask {
+    pidfd: Option<OwnedFd>,
+    timeout: Duration,
+}
+
+impl Task for PidExitTask {
+    type Output = Option<String>;
+    type JsValue = Option<String>;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        let Some(pidfd) = self.pidfd.take() else {
+            return Ok(None);
+        };
+        let deadline = std::time::Instant::now() + self.timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let left = Timespec {
+                tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+                tv_nsec: i64::from(left.subsec_nanos()),
+            };
+            let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+            match rustix::event::poll(&mut fds, Some(&left)) {
+                Ok(0) => return Ok(None),
+                Ok(_) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => return Ok(None),
+            }
+        }
+        let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        let ns = i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec);
+        Ok(Some(ns.to_string()))
+    }
+
+    fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
+        Ok(output)
+    }
+}
