@@ -377,7 +377,7 @@ fn try_flock(scratch: BorrowedFd<'_>) -> Tried {
 /// Watches the scratch directory, creates a file in it, and reads the
 /// event back. Only this host's change can be made here; what other hosts
 /// would see follows from the class.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(target_os = "linux")]
 fn try_inotify(scratch: BorrowedFd<'_>, scratch_path: &Path, class: Class) -> Inotify {
     use rustix::fs::inotify::{self, CreateFlags, Reader, WatchFlags};
     let instance = match inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC) {
@@ -418,7 +418,7 @@ fn try_inotify(scratch: BorrowedFd<'_>, scratch_path: &Path, class: Class) -> In
     }
 }
 
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[cfg(not(target_os = "linux"))]
 fn try_inotify(_scratch: BorrowedFd<'_>, _scratch_path: &Path, _class: Class) -> Inotify {
     Inotify::Unavailable(None)
 }

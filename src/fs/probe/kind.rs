@@ -5,7 +5,7 @@
 
 use rustix::fd::BorrowedFd;
 use rustix::fs;
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(target_os = "linux")]
 use rustix::fs::AtFlags;
 use rustix::io::Errno;
 
@@ -19,7 +19,7 @@ pub(super) fn statfs_of(dir: BorrowedFd<'_>) -> Result<(u64, &'static str, bool)
     Ok((magic, name_of_magic(magic).0, read_only))
 }
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(target_os = "linux")]
 fn statfs_magic(dir: BorrowedFd<'_>) -> Result<u64, Errno> {
     // `f_type` is a signed word; the magic numbers are 32-bit patterns
     // (CIFS's 0xFF534D42 reads negative on some ABIs).
@@ -30,7 +30,7 @@ fn statfs_magic(dir: BorrowedFd<'_>) -> Result<u64, Errno> {
     Ok(fs::fstatfs(dir)?.f_type as u64 & 0xFFFF_FFFF)
 }
 
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[cfg(not(target_os = "linux"))]
 fn statfs_magic(_dir: BorrowedFd<'_>) -> Result<u64, Errno> {
     Ok(0)
 }
@@ -140,9 +140,10 @@ pub fn classify(magic: u64, mounted_as: Option<&str>) -> Class {
 
 /// The mount holding `dir`: by mount id (`statx`, Linux 5.8+), else by
 /// device number (the last such entry is the topmost mount).
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(target_os = "linux")]
 pub(super) fn mount_of(dir: BorrowedFd<'_>, dev: u64) -> Option<Mount> {
-    let text = crate::sys::process::read_proc_file("/proc/self/mountinfo", 8 << 20)?;
+    let text =
+        crate::sys::platform::linux::procfs::read_proc_file("/proc/self/mountinfo", 8 << 20)?;
     let text = String::from_utf8_lossy(&text);
     let mnt_id = fs::statx(dir, "", AtFlags::EMPTY_PATH, fs::StatxFlags::MNT_ID)
         .ok()
@@ -168,7 +169,7 @@ pub(super) fn mount_of(dir: BorrowedFd<'_>, dev: u64) -> Option<Mount> {
     })
 }
 
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[cfg(not(target_os = "linux"))]
 pub(super) fn mount_of(_dir: BorrowedFd<'_>, _dev: u64) -> Option<Mount> {
     None
 }
