@@ -105,8 +105,16 @@ impl Caps {
 
     /// Records what a rename with `flag` on `dev` showed: refused, or
     /// carried out (which forgets an earlier refusal).
+    ///
+    /// Under the forced portable mechanisms the refusal (`ENOSYS`) is the
+    /// platform seam's, not the filesystem's: it is not remembered, or a
+    /// thread back on the native mechanisms would skip a flag the
+    /// filesystem carries.
     pub fn learned(&self, dev: u64, flag: Flag, works: bool) {
         if works && !self.any.load(Ordering::Acquire) {
+            return;
+        }
+        if !works && crate::sys::platform::is_portable() {
             return;
         }
         let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
@@ -185,6 +193,18 @@ mod tests {
         assert_eq!(caps.counts(), (3, 1));
         caps.learned(7, Flag::NoReplace, true);
         assert!(caps.should_try(7, Flag::NoReplace));
+    }
+
+    #[test]
+    fn the_portable_seams_refusal_is_not_the_filesystems() {
+        let caps = Caps::new();
+        crate::sys::platform::forcing_portable(|| caps.learned(7, Flag::Exchange, false));
+        assert!(
+            caps.should_try(7, Flag::Exchange),
+            "ENOSYS of the seam is not remembered"
+        );
+        caps.learned(7, Flag::Exchange, false);
+        assert!(!caps.should_try(7, Flag::Exchange));
     }
 
     #[test]

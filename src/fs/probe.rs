@@ -31,6 +31,14 @@ mod kind;
 mod notes;
 
 pub use kind::classify;
+
+/// The class of `dir`'s filesystem by its `statfs` magic alone: one
+/// syscall, no tries, no mountinfo (what the lock asks on every attempt:
+/// may it run inline? may the client's view be stale?). `Unknown` when
+/// `statfs` fails or the type is not in the table.
+pub fn class_by_magic(dir: rustix::fd::BorrowedFd<'_>) -> Class {
+    kind::statfs_magic(dir).map_or(Class::Unknown, |magic| kind::name_of_magic(magic).1)
+}
 use kind::{mount_of, statfs_of};
 pub use notes::consequences;
 

@@ -78,22 +78,7 @@ fn remember(parent_path: &Path, fast: bool) {
 /// metadata call does not wait on a network or a user-space daemon.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn is_local(dir: BorrowedFd<'_>) -> bool {
-    // `statfs(2)` magic numbers (linux/magic.h).
-    const LOCAL: &[u64] = &[
-        0xEF53,      // ext2/3/4
-        0x5846_5342, // xfs
-        0x9123_683E, // btrfs
-        0x0102_1994, // tmpfs
-        0x8584_58F6, // ramfs
-        0x794C_7630, // overlayfs
-        0xF2F5_2010, // f2fs
-        0x2FC1_2FC1, // zfs
-        0xCA45_1A4E, // bcachefs
-        0x3153_464A, // jfs
-        0x5265_4973, // reiserfs
-        0x3434,      // nilfs2
-    ];
-    rustix::fs::fstatfs(dir).is_ok_and(|fs| LOCAL.contains(&(fs.f_type as u64)))
+    crate::fs::probe::class_by_magic(dir) == crate::fs::probe::Class::Local
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]

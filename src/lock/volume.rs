@@ -43,26 +43,8 @@ pub enum OnServer {
 /// answer from the one true copy.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn may_serve_stale(dir: BorrowedFd<'_>) -> bool {
-    // `statfs(2)` magic numbers (linux/magic.h and the filesystems' own).
-    const CACHING_CLIENTS: &[u64] = &[
-        0x6573_5546, // FUSE (sshfs and every other FUSE filesystem)
-        0x6969,      // NFS
-        0x517B,      // SMB
-        0xFE53_4D42, // SMB2
-        0xFF53_4D42, // CIFS
-        0x0102_1997, // 9p (v9fs)
-        0x00C3_6400, // Ceph
-        0x5346_414F, // AFS
-        0x6B41_4653, // kAFS
-        0x7375_7245, // Coda
-        0x564C,      // NCP
-        0x7461_636F, // OCFS2
-        0x0116_1970, // GFS2
-        0x0BD0_0BD0, // Lustre
-        0x4750_4653, // GPFS
-        0x1983_0326, // OrangeFS
-    ];
-    fs::fstatfs(dir).is_ok_and(|stat| CACHING_CLIENTS.contains(&(stat.f_type as u64)))
+    use crate::fs::probe::{Class, class_by_magic};
+    matches!(class_by_magic(dir), Class::Network | Class::Fuse)
 }
 
 /// Elsewhere the filesystem type is not told apart: every answer is

@@ -20,7 +20,7 @@ pub(super) fn statfs_of(dir: BorrowedFd<'_>) -> Result<(u64, &'static str, bool)
 }
 
 #[cfg(target_os = "linux")]
-fn statfs_magic(dir: BorrowedFd<'_>) -> Result<u64, Errno> {
+pub(super) fn statfs_magic(dir: BorrowedFd<'_>) -> Result<u64, Errno> {
     // `f_type` is a signed word; the magic numbers are 32-bit patterns
     // (CIFS's 0xFF534D42 reads negative on some ABIs).
     #[allow(
@@ -31,7 +31,7 @@ fn statfs_magic(dir: BorrowedFd<'_>) -> Result<u64, Errno> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn statfs_magic(_dir: BorrowedFd<'_>) -> Result<u64, Errno> {
+pub(super) fn statfs_magic(_dir: BorrowedFd<'_>) -> Result<u64, Errno> {
     Ok(0)
 }
 
@@ -71,6 +71,9 @@ const MAGICS: &[(u64, &str, Class)] = &[
     (0x0BD0_0BD0, "lustre", Class::Network),
     (0x4750_4653, "gpfs", Class::Network),
     (0x786F_4256, "vboxsf", Class::Network),
+    (0x7375_7245, "coda", Class::Network),
+    (0x564C, "ncp", Class::Network),
+    (0x1983_0326, "orangefs", Class::Network),
     (0x6573_5546, "fuse", Class::Fuse),
 ];
 
