@@ -1,4 +1,5 @@
 // npm run bench [-- --quick] [-- --only a,b,...] [-- --procs N] [-- --json FILE] [-- --dir DIR]
+//               [-- --fs tmpfs,xfs,btrfs,overlayfs,sshfs]   (as root: see bench/fs.mjs)
 //
 // exactlock against proper-lockfile 4.1.2 and lockfile 1.0.4 (and, for the
 // uncontended cycle, a Rust loop of exactly the syscalls one exactlock cycle
@@ -36,6 +37,11 @@ import {
 process.env.UV_THREADPOOL_SIZE ??= "16";
 
 const argv = process.argv.slice(2);
+if (argv.some((a) => a === "--fs" || a.startsWith("--fs="))) {
+  // Per filesystem: this bench on the temp dir, then (a)-(d) on each named mount (bench/fs.mjs).
+  const { benchFilesystems } = await import("./fs.mjs");
+  process.exit(await benchFilesystems(argv));
+}
 const quick = argv.includes("--quick");
 const onlyArg = argv.find((a) => a.startsWith("--only"));
 const only = onlyArg
