@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CLI, deadOwnerLock, makeTempDir, type Proc, removeDir, runCli, startCli, startHolder } from "./cli-helpers.ts";
+import { PORTABLE } from "./helpers.ts";
 
 let dir: string;
 const running: Proc[] = [];
@@ -333,11 +334,19 @@ describe("exactlock demo", () => {
   it("--seconds 3 --procs 3 finishes with sections, kills, 0 violations and 0 lost updates", async () => {
     const result = await runCli(["demo", "--seconds", "3", "--procs", "3", "--json"], 60_000);
     const summary = JSON.parse(result.stdout);
-    expect(summary).toMatchObject({ violations: 0, lostUpdates: 0, lockLeftBehind: false, workerErrors: [], ok: true });
+    if (PORTABLE && summary.lockLeftBehind) {
+      // Forced portable (no exclusive rename), a holder SIGKILLed between its mkdir claim and
+      // its rename leaves an empty lock directory, a holder until staleMs (README, Platforms).
+      // That residue and nothing else.
+      expect(summary.leftBehindReason).toMatch(/^legacy_empty_(fresh|aged)$/);
+      expect(summary).toMatchObject({ violations: 0, lostUpdates: 0, workerErrors: [] });
+    } else {
+      expect(summary).toMatchObject({ violations: 0, lostUpdates: 0, lockLeftBehind: false, workerErrors: [], ok: true });
+      expect(result.status).toBe(0);
+    }
     expect(summary.sections).toBeGreaterThan(0);
     expect(summary.kills).toBeGreaterThan(0);
     expect(summary.handoff.n).toBeGreaterThan(0);
-    expect(result.status).toBe(0);
   }, 60_000);
 
   it("prints a readable summary", async () => {
@@ -345,7 +354,14 @@ describe("exactlock demo", () => {
     expect(result.stdout).toMatch(/sections\s+\d+/);
     expect(result.stdout).toMatch(/hand-off latency\s+p50 /);
     expect(result.stdout).toMatch(/violations\s+0/);
-    expect(result.status).toBe(0);
+    expect(result.stdout).toMatch(/lost updates\s+0/);
+    if (PORTABLE && /lock left behind\s+YES/.test(result.stdout)) {
+      // The portable residue (see above), named, and the only thing found.
+      expect(result.stdout, result.stdout).toMatch(/lock left behind\s+YES \(legacy_empty_(fresh|aged)\)/);
+      expect(result.stdout).toMatch(/^FAILED: a lock was left behind$/m);
+    } else {
+      expect(result.status, result.stdout).toBe(0);
+    }
   }, 60_000);
 });
 
