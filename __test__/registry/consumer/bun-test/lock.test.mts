@@ -1,10 +1,11 @@
-import { expect, test } from "bun:test";
+import { afterAll, expect, test } from "bun:test";
 import { acquireLock, FileLockAcquireError, withFileLock } from "exactlock";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 const dir = mkdtempSync(join(tmpdir(), "exactlock-consumer-bun-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 test("withFileLock holds the lock while its function runs", async () => {
   const file = join(dir, "config.json");
