@@ -157,7 +157,7 @@ function runFloor(bin, plan, iterations, warmup) {
   const dir = freshDir(`floor-${plan}`);
   const out = execFileSync(bin, [dir, String(iterations), String(warmup), plan, "samples"], { encoding: "utf8" });
   const parsed = JSON.parse(out);
-  return { samples: parsed.samples.map((s) => s / 1000), syscalls: parsed.syscalls };
+  return { samples: parsed.samples.map((s) => s / 1000), syscalls: parsed.syscalls, refused: parsed.noreplace_refused };
 }
 
 // ---------- (a) uncontended cycles (+ f) ----------
@@ -183,6 +183,7 @@ async function uncontended() {
   const samples = Object.fromEntries(LIBRARIES.map((n) => [n, []]));
   const floor = { current: [], v0: [], format: [] };
   let syscalls = {};
+  let claimed = "";
   for (const name of LIBRARIES) for (let i = 0; i < warmup; i++) await cycle[name](files[name]);
   for (let r = 0; r < rounds; r++) {
     for (const name of LIBRARIES) {
@@ -199,6 +200,7 @@ async function uncontended() {
         const got = runFloor(floorBin, plan, per, Math.min(50, warmup));
         floor[plan].push(...got.samples);
         syscalls[plan] = got.syscalls;
+        if (got.refused) claimed = ", RENAME_NOREPLACE refused: mkdirat claim";
       }
     }
   }
@@ -207,7 +209,7 @@ async function uncontended() {
   const ex = stats.exactlock;
   const rows = [];
   if (floorBin) {
-    rows.push([`floor: exactlock's ${syscalls.current} syscalls`, us(floorStats.current.median), us(floorStats.current.p99), ratio(ex.median, floorStats.current.median)]);
+    rows.push([`floor: exactlock's ${syscalls.current} syscalls${claimed}`, us(floorStats.current.median), us(floorStats.current.p99), ratio(ex.median, floorStats.current.median)]);
   }
   for (const name of LIBRARIES) rows.push([name, us(stats[name].median), us(stats[name].p99), ratio(ex.median, stats[name].median)]);
   if (floorBin) {

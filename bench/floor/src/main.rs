@@ -12,7 +12,9 @@
 //!         `v0` (the list before the hot-path changes of issue 4),
 //!         `format` (only what the on-disk format needs: mkdir staging,
 //!         create+write+close info, renameat2 NOREPLACE, unlink info, rmdir).
-//! Prints one JSON line: {"plan","iterations","median_us","p99_us","syscalls"},
+//! Prints one JSON line: {"plan","iterations","median_us","p99_us","syscalls",
+//! "noreplace_refused"} (true where the filesystem refused RENAME_NOREPLACE
+//! and the cycle published with the mkdirat claim, as exactlock does there),
 //! plus "samples" (µs, in run order) when the fifth argument is `samples`.
 
 use std::ffi::CStr;
@@ -42,6 +44,11 @@ struct Ctx {
     inotify: OwnedFd,
     calls: u32,
     seq: u64,
+    /// The filesystem refused `RENAME_NOREPLACE` (sshfs, NFS, many FUSE
+    /// mounts): from then on the cycle publishes as exactlock does there,
+    /// with the `mkdirat` claim and a plain `renameat` (see
+    /// `src/fs/rename.rs`), and never asks again.
+    noreplace_refused: bool,
 }
 
 macro_rules! sys {
@@ -249,10 +256,7 @@ impl Ctx {
             fs::openat(p, c"f.lock", PIN_FLAGS, Mode::empty()).unwrap()
         );
         sys!(self, fs::fstat(&pin).unwrap());
-        sys!(
-            self,
-            fs::renameat_with(p, c"f.lock", p, c"f.lock.removing", RenameFlags::NOREPLACE).unwrap()
-        );
+        self.exclusive_rename(p, "f.lock", "f.lock.removing");
         sys!(
             self,
             fs::statat(p, c"f.lock.removing", AtFlags::SYMLINK_NOFOLLOW).unwrap()
@@ -324,10 +328,7 @@ impl Ctx {
             self,
             fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap()
         );
-        sys!(
-            self,
-            fs::renameat_with(p, c"f.lock", p, c"f.lock.removing", RenameFlags::NOREPLACE).unwrap()
-        );
+        self.exclusive_rename(p, "f.lock", "f.lock.removing");
         sys!(
             self,
             fs::statat(p, c"f.lock.removing", AtFlags::SYMLINK_NOFOLLOW).unwrap()
@@ -360,6 +361,31 @@ impl Ctx {
         dir
     }
 
+    /// An exclusive rename of a directory as exactlock makes it: the
+    /// kernel's `renameat2(RENAME_NOREPLACE)`, or, where the filesystem
+    /// refused it once, the `mkdirat` claim of the destination, its
+    /// `fstatat`, and the `renameat` over that empty claim.
+    fn exclusive_rename(&mut self, p: BorrowedFd<'_>, src: &str, dst: &str) {
+        if !self.noreplace_refused {
+            match sys!(
+                self,
+                fs::renameat_with(p, src, p, dst, RenameFlags::NOREPLACE)
+            ) {
+                Ok(()) => return,
+                Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOTSUP) => {
+                    self.noreplace_refused = true;
+                }
+                Err(errno) => panic!("renameat2({src} -> {dst}, RENAME_NOREPLACE): {errno}"),
+            }
+        }
+        sys!(
+            self,
+            fs::mkdirat(p, dst, Mode::from_raw_mode(0o700)).unwrap()
+        );
+        sys!(self, fs::statat(p, dst, AtFlags::SYMLINK_NOFOLLOW).unwrap());
+        sys!(self, fs::renameat(p, src, p, dst).unwrap());
+    }
+
     /// `rename_no_replace_at` of the staging dir onto `f.lock`: pin the
     /// source (fstatat, openat O_PATH, fstat), renameat2, verify the
     /// destination (fstatat), close the pin.
@@ -373,10 +399,7 @@ impl Ctx {
             fs::openat(p, staging, PIN_FLAGS, Mode::empty()).unwrap()
         );
         sys!(self, fs::fstat(&pin).unwrap());
-        sys!(
-            self,
-            fs::renameat_with(p, staging, p, c"f.lock", RenameFlags::NOREPLACE).unwrap()
-        );
+        self.exclusive_rename(p, staging, "f.lock");
         sys!(
             self,
             fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap()
@@ -406,17 +429,7 @@ impl Ctx {
         sys!(self, rustix::io::write(&info, RECORD).unwrap());
         drop(info);
         self.calls += 1;
-        sys!(
-            self,
-            fs::renameat_with(
-                parent,
-                staging.as_str(),
-                parent,
-                c"f.lock",
-                RenameFlags::NOREPLACE
-            )
-            .unwrap()
-        );
+        self.exclusive_rename(parent, &staging, "f.lock");
         sys!(
             self,
             fs::unlinkat(parent, c"f.lock/info", AtFlags::empty()).unwrap()
@@ -452,6 +465,7 @@ fn main() {
         inotify: inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).unwrap(),
         calls: 0,
         seq: 0,
+        noreplace_refused: false,
     };
     let parent = fs::open(
         dir.as_str(),
@@ -486,6 +500,7 @@ fn main() {
     let median = samples[samples.len() / 2];
     let p99 = samples[((samples.len() as f64) * 0.99) as usize];
     println!(
-        "{{\"plan\":\"{plan}\",\"iterations\":{iterations},\"median_us\":{median:.2},\"p99_us\":{p99:.2},\"syscalls\":{per_cycle}{listed}}}"
+        "{{\"plan\":\"{plan}\",\"iterations\":{iterations},\"median_us\":{median:.2},\"p99_us\":{p99:.2},\"syscalls\":{per_cycle},\"noreplace_refused\":{}{listed}}}",
+        ctx.noreplace_refused
     );
 }
