@@ -279,10 +279,7 @@ impl Ctx {
             self,
             fs::statat(p, c"f.lock.removing", AtFlags::SYMLINK_NOFOLLOW).unwrap()
         );
-        sys!(
-            self,
-            fs::unlinkat(p, c"f.lock.removing", AtFlags::REMOVEDIR).unwrap()
-        );
+        self.rmdir_settled(p, c"f.lock.removing");
         drop(root2);
         drop(parent);
         self.calls += 2;
@@ -338,10 +335,7 @@ impl Ctx {
             fs::statat(&root, INFO, AtFlags::SYMLINK_NOFOLLOW).unwrap()
         );
         sys!(self, fs::unlinkat(&root, INFO, AtFlags::empty()).unwrap());
-        sys!(
-            self,
-            fs::unlinkat(p, c"f.lock.removing", AtFlags::REMOVEDIR).unwrap()
-        );
+        self.rmdir_settled(p, c"f.lock.removing");
         drop(parent);
         drop(root);
         self.calls += 2;
@@ -359,6 +353,21 @@ impl Ctx {
         drop(info);
         self.calls += 1;
         dir
+    }
+
+    /// `rmdir` as exactlock makes it (`fsx::remove_dir_settled`): on a FUSE
+    /// mount the daemon may still count the record open (the kernel sends
+    /// the release after `close` returned) and keep it as `.fuse_hidden…`
+    /// until then; the directory is tried again after 1, 4, 8… ms.
+    fn rmdir_settled(&mut self, p: BorrowedFd<'_>, name: &CStr) {
+        for ms in [1, 4, 8, 16, 32, 64, 0] {
+            match sys!(self, fs::unlinkat(p, name, AtFlags::REMOVEDIR)) {
+                Err(rustix::io::Errno::NOTEMPTY) if ms > 0 => {
+                    std::thread::sleep(std::time::Duration::from_millis(ms));
+                }
+                result => return result.unwrap(),
+            }
+        }
     }
 
     /// An exclusive rename of a directory as exactlock makes it: the
@@ -434,10 +443,7 @@ impl Ctx {
             self,
             fs::unlinkat(parent, c"f.lock/info", AtFlags::empty()).unwrap()
         );
-        sys!(
-            self,
-            fs::unlinkat(parent, c"f.lock", AtFlags::REMOVEDIR).unwrap()
-        );
+        self.rmdir_settled(parent, c"f.lock");
     }
 
     fn drain_inotify(&mut self) {
