@@ -119,6 +119,62 @@ pub fn open_child_dir(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Errn
     fs::openat(dir, name, DIR_FLAGS, Mode::empty())
 }
 
+/// The names libfuse gives a file unlinked while it is still open (unless
+/// the mount runs with `hard_remove`, which sshfs does not by default):
+/// `.fuse_hidden` and 16 hex digits. libfuse removes that name itself
+/// once the file's last handle is released.
+const FUSE_HIDDEN_PREFIX: &[u8] = b".fuse_hidden";
+
+/// How long (ms, between tries) [`remove_dir_settled`] waits for libfuse
+/// to drop its hidden names: about 125 ms in all.
+const FUSE_SETTLE_MS: [u64; 6] = [1, 4, 8, 16, 32, 64];
+
+/// `rmdir(dir/name)`, patient with one FUSE habit. The kernel sends the
+/// release of a closed file to the FUSE daemon *after* `close` returned,
+/// and a daemon that still counts the file open turns its unlink into a
+/// rename to `.fuse_hidden…`, which it removes when that release arrives.
+/// So a directory whose record was closed and unlinked a moment ago can
+/// still be non-empty for a moment. While everything left in it is such a
+/// hidden name, `rmdir` is tried again (about 125 ms in all); anything
+/// else stands and the refusal comes back at once. `rmdir` never removes a
+/// directory that is not empty, so the wait cannot cost anything that
+/// someone else put there.
+pub fn remove_dir_settled(dir: BorrowedFd<'_>, name: &OsStr) -> Result<(), Errno> {
+    let mut waits = FUSE_SETTLE_MS.iter();
+    loop {
+        match crate::fs::rename::retry_interrupted(|| fs::unlinkat(dir, name, AtFlags::REMOVEDIR)) {
+            Err(errno @ (Errno::NOTEMPTY | Errno::EXIST)) => match waits.next() {
+                Some(ms) if holds_only_fuse_hidden(dir, name) => {
+                    std::thread::sleep(std::time::Duration::from_millis(*ms));
+                }
+                _ => return Err(errno),
+            },
+            other => return other,
+        }
+    }
+}
+
+/// Whether `dir/name` lists entries and all of them are libfuse's hidden
+/// names.
+fn holds_only_fuse_hidden(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
+    let Ok(listing) = open_child_dir(dir, name).and_then(|child| fs::Dir::read_from(&child)) else {
+        return false;
+    };
+    let mut hidden = 0;
+    for entry in listing {
+        let Ok(entry) = entry else { return false };
+        let bytes = entry.file_name().to_bytes();
+        if bytes == b"." || bytes == b".." {
+            continue;
+        }
+        if !bytes.starts_with(FUSE_HIDDEN_PREFIX) {
+            return false;
+        }
+        hidden += 1;
+    }
+    hidden > 0
+}
+
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`.
 pub fn stat_nofollow(dir: BorrowedFd<'_>, name: &OsStr) -> Result<Stat, Errno> {
     fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
@@ -476,6 +532,46 @@ mod tests {
     use super::*;
     use crate::testutil::tempdir;
     use std::io::Write;
+
+    #[test]
+    fn remove_dir_settled_waits_out_fuse_hidden_names_and_nothing_else() {
+        let root = tempdir("fsx-settled");
+        let parent = open_dir_nofollow(&root).unwrap();
+
+        // libfuse's hidden name, dropped by "the daemon" 20 ms later: the
+        // directory goes once it is empty.
+        std::fs::create_dir(root.join("a")).unwrap();
+        std::fs::write(root.join("a/.fuse_hidden0000000100000002"), b"x").unwrap();
+        let hidden = root.join("a/.fuse_hidden0000000100000002");
+        let daemon = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            std::fs::remove_file(hidden).unwrap();
+        });
+        assert_eq!(remove_dir_settled(parent.as_fd(), OsStr::new("a")), Ok(()));
+        daemon.join().unwrap();
+        assert!(!root.join("a").exists());
+
+        // Anything else is refused at once and stays.
+        std::fs::create_dir(root.join("b")).unwrap();
+        std::fs::write(root.join("b/info"), b"theirs").unwrap();
+        std::fs::write(root.join("b/.fuse_hidden0000000300000004"), b"x").unwrap();
+        let started = std::time::Instant::now();
+        assert_eq!(
+            remove_dir_settled(parent.as_fd(), OsStr::new("b")),
+            Err(Errno::NOTEMPTY)
+        );
+        assert!(started.elapsed() < std::time::Duration::from_millis(50));
+        assert_eq!(std::fs::read(root.join("b/info")).unwrap(), b"theirs");
+
+        // A hidden name that never goes: refused after the settle time, kept.
+        std::fs::remove_file(root.join("b/info")).unwrap();
+        assert_eq!(
+            remove_dir_settled(parent.as_fd(), OsStr::new("b")),
+            Err(Errno::NOTEMPTY)
+        );
+        assert!(root.join("b/.fuse_hidden0000000300000004").exists());
+        std::fs::remove_dir_all(root).unwrap();
+    }
 
     #[test]
     fn split_final_refuses_dot_names_and_nul() {

@@ -549,8 +549,7 @@ fn delete_verified(
         Ok(_) => return Err(TreeError::TreeChanged),
         Err(errno) => return Err(TreeError::Io(errno)),
     }
-    let removed = match rename::retry_interrupted(|| fs::unlinkat(parent, name, AtFlags::REMOVEDIR))
-    {
+    let removed = match fsx::remove_dir_settled(parent, name) {
         Ok(()) | Err(Errno::NOENT) => Ok(()),
         Err(Errno::NOTEMPTY | Errno::EXIST) => Err(TreeError::TreeChanged),
         Err(other) => Err(TreeError::Io(other)),
@@ -606,12 +605,10 @@ fn delete_children(
                 if !still_ours {
                     return Err(TreeError::TreeChanged);
                 }
-                rename::retry_interrupted(|| fs::unlinkat(dir, name, AtFlags::REMOVEDIR)).map_err(
-                    |errno| match errno {
-                        Errno::NOTEMPTY | Errno::EXIST => TreeError::TreeChanged,
-                        other => TreeError::Io(other),
-                    },
-                )?;
+                fsx::remove_dir_settled(dir, name).map_err(|errno| match errno {
+                    Errno::NOTEMPTY | Errno::EXIST => TreeError::TreeChanged,
+                    other => TreeError::Io(other),
+                })?;
             }
         }
     }
