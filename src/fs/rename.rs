@@ -391,9 +391,15 @@ fn exclusive_rename(
             )
         }
         // The filesystem (NFS, DrvFs, many FUSE mounts) or the kernel refuses
-        // the flag; nothing was changed, so a fallback may run.
+        // the flag; nothing was changed, so a fallback may run. Remembered
+        // only for a rename inside one directory (a lock's staging and its
+        // name always are): between two directories `EINVAL` may be the
+        // caller's mistake (a directory moved into itself), which says
+        // nothing of the filesystem.
         Err(errno @ (Errno::INVAL | Errno::NOSYS | Errno::NOTSUP)) => {
-            caps.learned(dev, Flag::NoReplace, false);
+            if same_directory(src_dir, dst_dir) {
+                caps.learned(dev, Flag::NoReplace, false);
+            }
             crate::debug!(
                 "{} refused on device {dev} ({}): this process publishes there with the fallback from now on",
                 Flag::NoReplace.as_str(),
@@ -403,6 +409,11 @@ fn exclusive_rename(
         }
         Err(errno) => (PLATFORM_PRIMITIVE, Err(refusal_from_errno(errno))),
     }
+}
+
+/// Whether two descriptors are the same directory.
+fn same_directory(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
+    matches!((fs::fstat(a), fs::fstat(b)), (Ok(a), Ok(b)) if fsx::same_inode(&a, &b))
 }
 
 /// The publication without the exclusive flag: the `mkdirat` claim for a
@@ -772,6 +783,37 @@ mod tests {
 
         // Another filesystem (device) is not affected.
         assert!(caps.should_try(dev + 1, Flag::NoReplace));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_caller_mistake_between_two_directories_is_not_remembered_as_the_filesystem_refusing() {
+        let root = tempdir("caps-mistake");
+        let caps = Caps::new();
+        staged_dir(&root, "tree", b"t");
+        std::fs::create_dir(root.join("tree/sub")).unwrap();
+        // A directory into its own subdirectory: EINVAL from the kernel,
+        // whatever the filesystem supports.
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let sub = fsx::open_dir_nofollow(&root.join("tree/sub")).unwrap();
+        let (_, result) = exclusive_rename(
+            &caps,
+            parent.as_fd(),
+            OsStr::new("tree"),
+            sub.as_fd(),
+            OsStr::new("inside"),
+        );
+        assert!(result.is_err());
+        assert_eq!(std::fs::read(root.join("tree/info")).unwrap(), b"t");
+        assert!(!root.join("tree/sub/inside").exists());
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::metadata(&root).unwrap().dev();
+        assert!(caps.should_try(dev, Flag::NoReplace), "nothing learned");
+        // The next lock on this filesystem still uses the kernel's flag.
+        staged_dir(&root, "s", b"s");
+        let next = exclusive_with(&caps, &root, "s", "f.lock");
+        assert_committed(next);
+        assert_eq!(next.primitive, PLATFORM_PRIMITIVE);
         std::fs::remove_dir_all(root).unwrap();
     }
 
