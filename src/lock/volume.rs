@@ -39,17 +39,34 @@ pub enum OnServer {
 
 /// Whether `dir` is on a filesystem whose client may serve stale metadata:
 /// FUSE (sshfs, rclone, s3fs…), NFS, SMB/CIFS, 9p, Ceph, AFS, Coda, the
-/// cluster filesystems. Local filesystems (and overlayfs of local layers)
-/// answer from the one true copy.
+/// cluster filesystems, and any `statfs` type the probe's table does not
+/// know (asking the server costs one rename, and only on an observation
+/// that could not be believed anyway). Local filesystems (and overlayfs
+/// of local layers) answer from the one true copy.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn may_serve_stale(dir: BorrowedFd<'_>) -> bool {
     use crate::fs::probe::{Class, class_by_magic};
-    matches!(class_by_magic(dir), Class::Network | Class::Fuse)
+    class_by_magic(dir) != Class::Local
+}
+
+/// On macOS the kernel says which mounts keep their data on this machine
+/// (`MNT_LOCAL`: APFS, HFS+, a disk image); NFS, SMB, AFP, WebDAV and
+/// FUSE mounts of a server do not carry it. Only the latter are asked: on
+/// a local disk the client's answer is the truth, and publishing past it
+/// would replace an empty directory made in the meantime.
+#[cfg(target_os = "macos")]
+pub fn may_serve_stale(dir: BorrowedFd<'_>) -> bool {
+    #[allow(
+        clippy::cast_sign_loss,
+        reason = "MNT_LOCAL is a positive flag bit declared as c_int"
+    )]
+    const MNT_LOCAL: u32 = libc::MNT_LOCAL as u32;
+    fs::fstatfs(dir).map_or(true, |statfs| statfs.f_flags & MNT_LOCAL == 0)
 }
 
 /// Elsewhere the filesystem type is not told apart: every answer is
 /// checked with the server (it costs one rename on a contended attempt).
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "macos")))]
 pub fn may_serve_stale(_dir: BorrowedFd<'_>) -> bool {
     true
 }

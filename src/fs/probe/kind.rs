@@ -73,7 +73,14 @@ const MAGICS: &[(u64, &str, Class)] = &[
     (0x786F_4256, "vboxsf", Class::Network),
     (0x7375_7245, "coda", Class::Network),
     (0x564C, "ncp", Class::Network),
-    (0x1983_0326, "orangefs", Class::Network),
+    (0x2003_0528, "orangefs", Class::Network),
+    (0x1983_0326, "beegfs/fhgfs", Class::Network),
+    (0x7C7C_6673, "prl_fs", Class::Network),
+    (0xBACB_ACBC, "vmhgfs", Class::Network),
+    (0xAAD7_AAEA, "panfs", Class::Network),
+    (0xBEEF_DEAD, "snfs", Class::Network),
+    (0x6163_6673, "acfs", Class::Network),
+    (0x0131_11A8, "ibrix", Class::Network),
     (0x6573_5546, "fuse", Class::Fuse),
 ];
 
