@@ -1,13 +1,10 @@
-// One process of a "host" in the filesystem matrix and the two-hosts suite.
+// One process of a "host" in the filesystem matrix and the two-hosts suite (a holder
+// driven over stdin is __test__/fixtures/holder.mjs, shared with the other suites).
 //
 //   node host-worker.mjs acquire FILE [OPTIONS_JSON]
 //       acquires once, releases, prints ONE JSON line and exits 0:
 //       {"ok":true,"pid":…,"acquiredAt":<wall ms>} or
 //       {"ok":false,"pid":…,"code":…,"message":…,"holderInfo":…}
-//   node host-worker.mjs hold FILE [OPTIONS_JSON]
-//       acquires, prints `held <pid>`, then obeys stdin lines: `release` (prints
-//       `released <wall ms before the release>` or `error <code> <message>`), `acquire`
-//       (prints `held <pid>` again), `exit`. Holds until told (or SIGKILL).
 //   node host-worker.mjs counter FILE OPTIONS_JSON COUNTER MARKER SECTIONS
 //       prints `ready`, waits for a `go` line, then runs SECTIONS read-increment-write
 //       sections under withFileLock (an O_EXCL MARKER proves nobody else is inside),
@@ -43,35 +40,6 @@ if (mode === "acquire") {
     say(JSON.stringify(failure(error)));
   }
   process.exit(0);
-} else if (mode === "hold") {
-  let release;
-  const acquire = async () => {
-    release = await acquireLock(file, options);
-    say(`held ${process.pid}`);
-  };
-  let queue = acquire();
-  const lines = readline.createInterface({ input: process.stdin });
-  lines.on("line", (line) => {
-    queue = queue
-      .then(async () => {
-        const command = line.trim();
-        if (command === "release") {
-          const before = now();
-          await release();
-          say(`released ${before}`);
-        } else if (command === "acquire") {
-          await acquire();
-        } else if (command === "exit") {
-          process.exit(0);
-        }
-      })
-      .catch((error) => say(`error ${error?.code ?? "?"} ${String(error?.message ?? error).replace(/\n/g, " ")}`));
-  });
-  queue.catch((error) => {
-    say(`error ${error?.code ?? "?"} ${String(error?.message ?? error).replace(/\n/g, " ")}`);
-    process.exit(1);
-  });
-  setInterval(() => {}, 1 << 30);
 } else if (mode === "counter") {
   const [counter, marker, sectionsArg] = rest;
   const sections = Number(sectionsArg);

@@ -24,6 +24,7 @@ import { legacyRecordBytes, lockNames } from "../kernel-helpers.ts";
 import { FILESYSTEMS, type FsKind, MAGIC, type Mount, mountFs, unmountAll, whyNotMountable } from "./mounts.mjs";
 
 const WORKER = path.join(__dirname, "host-worker.mjs");
+const HOLDER = path.join(__dirname, "..", "fixtures", "holder.mjs");
 const SHORT = { retries: 4, retryDelayMs: 25 } as const;
 
 const skipped = FILESYSTEMS.filter((kind) => whyNotMountable(kind) !== undefined);
@@ -114,7 +115,7 @@ for (const kind of runnable) {
     it("crash reclaim: a holder SIGKILLed mid-hold is reclaimed by the next acquirer with default options", async () => {
       const dir = fresh();
       const file = path.join(dir, "state.json");
-      const holder = new Child(process.execPath, [WORKER, "hold", file, "{}"]);
+      const holder = new Child(process.execPath, [HOLDER, file, "{}"]);
       const pid = Number((await holder.nextLine("held ")).split(" ")[1]);
       expect(JSON.parse(fs.readFileSync(`${file}.lock/info`, "utf8")).pid).toBe(pid);
       holder.proc.kill("SIGKILL");

@@ -27,19 +27,20 @@ import { lockNames } from "../kernel-helpers.ts";
 import { type Mount, mountFs, mountSshfs, unmountAll, whyNotMountable } from "./mounts.mjs";
 
 const WORKER = path.join(__dirname, "host-worker.mjs");
+const HOLDER = path.join(__dirname, "..", "fixtures", "holder.mjs");
 const UNSHARE_PID = ["--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"];
 const RETRY_DELAY_MS = 100;
 const HOST_A = { ownerHostId: "host-a" } as const;
 const HOST_B = { ownerHostId: "host-b" } as const;
 
-/** A process of host A: the export dir, directly. */
-function hostA(args: string[]): Child {
-  return new Child(process.execPath, [WORKER, ...args]);
+/** A process of host A (the export dir, directly) running `script` (WORKER or HOLDER). */
+function hostA(script: string, args: string[]): Child {
+  return new Child(process.execPath, [script, ...args]);
 }
 
-/** A process of host B: through sshfs, in a pid namespace of its own. */
-function hostB(args: string[]): Child {
-  return new Child("unshare", [...UNSHARE_PID, process.execPath, WORKER, ...args]);
+/** A process of host B (through sshfs, in a pid namespace of its own) running `script`. */
+function hostB(script: string, args: string[]): Child {
+  return new Child("unshare", [...UNSHARE_PID, process.execPath, script, ...args]);
 }
 
 let sshfs: Mount | undefined;
@@ -90,7 +91,7 @@ describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
     const where = ready("4 waiters behind a holder on the export");
     if (!where) return;
     const dirs = fresh(where, "four");
-    const holder = hostA(["hold", path.join(dirs.a, "state.json"), "{}"]);
+    const holder = hostA(HOLDER, [path.join(dirs.a, "state.json"), "{}"]);
     await holder.nextLine("held ");
     const started = now();
     const waiters = Array.from({ length: 4 }, () =>
@@ -133,11 +134,11 @@ describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
       String(sections),
     ];
     const workers = [
-      hostA(args(dirs.a, HOST_A)),
-      hostA(args(dirs.a, HOST_A)),
-      hostB(args(dirs.b, HOST_B)),
-      hostB(args(dirs.b, HOST_B)),
-      hostB(args(dirs.c, { ownerHostId: "host-c" })),
+      hostA(WORKER, args(dirs.a, HOST_A)),
+      hostA(WORKER, args(dirs.a, HOST_A)),
+      hostB(WORKER, args(dirs.b, HOST_B)),
+      hostB(WORKER, args(dirs.b, HOST_B)),
+      hostB(WORKER, args(dirs.c, { ownerHostId: "host-c" })),
     ];
     await Promise.all(workers.map((worker) => worker.nextLine("ready")));
     const started = now();
@@ -158,9 +159,9 @@ describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
     const waitOptions = { retries: 200, retryDelayMs: RETRY_DELAY_MS };
     const runs = 7;
     const directions = [
-      { name: "A (export) -> B (sshfs)", holder: () => hostA(["hold", path.join(dirs.a, "f"), JSON.stringify(HOST_A)]), waiter: () => hostB(["acquire", path.join(dirs.b, "f"), JSON.stringify({ ...waitOptions, ...HOST_B })]) },
-      { name: "B (sshfs) -> A (export)", holder: () => hostB(["hold", path.join(dirs.b, "f"), JSON.stringify(HOST_B)]), waiter: () => hostA(["acquire", path.join(dirs.a, "f"), JSON.stringify({ ...waitOptions, ...HOST_A })]) },
-      { name: "B (sshfs) -> C (second sshfs mount)", holder: () => hostB(["hold", path.join(dirs.b, "f"), JSON.stringify(HOST_B)]), waiter: () => hostB(["acquire", path.join(dirs.c, "f"), JSON.stringify({ ...waitOptions, ownerHostId: "host-c" })]) },
+      { name: "A (export) -> B (sshfs)", holder: () => hostA(HOLDER, [path.join(dirs.a, "f"), JSON.stringify(HOST_A)]), waiter: () => hostB(WORKER, ["acquire", path.join(dirs.b, "f"), JSON.stringify({ ...waitOptions, ...HOST_B })]) },
+      { name: "B (sshfs) -> A (export)", holder: () => hostB(HOLDER, [path.join(dirs.b, "f"), JSON.stringify(HOST_B)]), waiter: () => hostA(WORKER, ["acquire", path.join(dirs.a, "f"), JSON.stringify({ ...waitOptions, ...HOST_A })]) },
+      { name: "B (sshfs) -> C (second sshfs mount)", holder: () => hostB(HOLDER, [path.join(dirs.b, "f"), JSON.stringify(HOST_B)]), waiter: () => hostB(WORKER, ["acquire", path.join(dirs.c, "f"), JSON.stringify({ ...waitOptions, ownerHostId: "host-c" })]) },
     ];
     for (const direction of directions) {
       const latencies: number[] = [];
@@ -196,7 +197,7 @@ describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
     const where = ready("SIGKILLed holder across hosts");
     if (!where) return;
     const dirs = fresh(where, "killed");
-    const holder = hostA(["hold", path.join(dirs.a, "f"), JSON.stringify(HOST_A)]);
+    const holder = hostA(HOLDER, [path.join(dirs.a, "f"), JSON.stringify(HOST_A)]);
     await holder.nextLine("held ");
     const record = fs.readFileSync(path.join(dirs.a, "f.lock", "info"), "utf8");
     holder.proc.kill("SIGKILL");
@@ -206,7 +207,7 @@ describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
       [dirs.b, HOST_B],
       [dirs.c, { ownerHostId: "host-c" }],
     ] as const) {
-      const waiter = hostB(["acquire", path.join(view, "f"), JSON.stringify({ retries: 8, retryDelayMs: RETRY_DELAY_MS, ...host })]);
+      const waiter = hostB(WORKER, ["acquire", path.join(view, "f"), JSON.stringify({ retries: 8, retryDelayMs: RETRY_DELAY_MS, ...host })]);
       const outcome = await json(waiter);
       expect(outcome, "another host must never reclaim host A's lock").toMatchObject({ ok: false, code: "ELOCKED" });
       expect(outcome.message).toContain("host-a");
@@ -216,7 +217,7 @@ describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
       expect(lockNames(dirs.a, "f")).toEqual(["f.lock"]);
     }
 
-    const reclaimer = hostA(["acquire", path.join(dirs.a, "f"), JSON.stringify(HOST_A)]);
+    const reclaimer = hostA(WORKER, ["acquire", path.join(dirs.a, "f"), JSON.stringify(HOST_A)]);
     expect(await json(reclaimer)).toMatchObject({ ok: true });
     expect(fs.readdirSync(dirs.a)).toEqual([]);
   }, 60_000);
@@ -225,7 +226,7 @@ describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
     const where = ready("previousOwnerHostIds across hosts");
     if (!where) return;
     const dirs = fresh(where, "renamed");
-    const holder = hostA(["hold", path.join(dirs.a, "f"), JSON.stringify({ ownerHostId: "old-a" })]);
+    const holder = hostA(HOLDER, [path.join(dirs.a, "f"), JSON.stringify({ ownerHostId: "old-a" })]);
     await holder.nextLine("held ");
     holder.proc.kill("SIGKILL");
     await holder.exited;
@@ -233,15 +234,15 @@ describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
     const short = { retries: 5, retryDelayMs: RETRY_DELAY_MS };
 
     // Host A under its new id, not told the old one: a record of another host.
-    const unaware = hostA(["acquire", path.join(dirs.a, "f"), JSON.stringify({ ...short, ownerHostId: "host-a" })]);
+    const unaware = hostA(WORKER, ["acquire", path.join(dirs.a, "f"), JSON.stringify({ ...short, ownerHostId: "host-a" })]);
     expect(await json(unaware)).toMatchObject({ ok: false, code: "ELOCKED" });
     // Host B, with previous ids of its own: never.
-    const other = hostB(["acquire", path.join(dirs.b, "f"), JSON.stringify({ ...short, ownerHostId: "host-b", previousOwnerHostIds: ["old-b"] })]);
+    const other = hostB(WORKER, ["acquire", path.join(dirs.b, "f"), JSON.stringify({ ...short, ownerHostId: "host-b", previousOwnerHostIds: ["old-b"] })]);
     expect(await json(other)).toMatchObject({ ok: false, code: "ELOCKED" });
     expect(fs.readFileSync(path.join(dirs.a, "f.lock", "info"), "utf8")).toBe(record);
 
     // Host A naming its old id: the owner is proven dead on this host.
-    const renamed = hostA(["acquire", path.join(dirs.a, "f"), JSON.stringify({ ...short, ownerHostId: "host-a", previousOwnerHostIds: ["old-a"] })]);
+    const renamed = hostA(WORKER, ["acquire", path.join(dirs.a, "f"), JSON.stringify({ ...short, ownerHostId: "host-a", previousOwnerHostIds: ["old-a"] })]);
     expect(await json(renamed)).toMatchObject({ ok: true });
     expect(fs.readdirSync(dirs.a)).toEqual([]);
   }, 60_000);
