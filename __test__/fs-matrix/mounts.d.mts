@@ -31,6 +31,6 @@ export function isMountPoint(dir: string): boolean;
 export function fsTypeOf(dir: string): number;
 export function mountFs(kind: FsKind): Promise<Mount>;
 export function startSshd(): Promise<Sshd>;
-export function mountSshfs(exportDir: string, server?: Sshd): Promise<{ dir: string; fsType: number; unmount(): Promise<void> }>;
+export function mountSshfs(exportDir: string, server?: Sshd, extraOptions?: string[]): Promise<{ dir: string; fsType: number; unmount(): Promise<void> }>;
 export function mountAll(kinds?: FsKind[]): Promise<{ mounts: Partial<Record<FsKind, Mount>>; skipped: Partial<Record<FsKind, string>> }>;
 export function unmountAll(): Promise<void>;

@@ -335,12 +335,13 @@ export async function startSshd() {
 
 /**
  * Mounts `exportDir` (a local directory) through sshfs at a fresh mount point: another
- * "host's" view of the same volume. `{ dir, fsType, unmount() }`.
+ * "host's" view of the same volume, with sshfs `extraOptions` if any (`workaround=rename`).
+ * `{ dir, fsType, unmount() }`.
  */
-export async function mountSshfs(exportDir, server) {
+export async function mountSshfs(exportDir, server, extraOptions = []) {
   const sshdInfo = server ?? (await startSshd());
   const dir = freshDir("sshfs-view");
-  const options = [...SSHFS_OPTIONS, `IdentityFile=${sshdInfo.identity}`, `port=${sshdInfo.port}`];
+  const options = [...SSHFS_OPTIONS, `IdentityFile=${sshdInfo.identity}`, `port=${sshdInfo.port}`, ...extraOptions];
   run("sshfs", [`root@127.0.0.1:${exportDir}`, dir, "-o", options.join(",")], "sshfs mount");
   const unmount = register(`sshfs at ${dir}`, () => {
     if (spawnSync("fusermount3", ["-u", dir]).status !== 0) unmountDir(dir);

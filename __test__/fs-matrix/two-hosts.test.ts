@@ -86,30 +86,66 @@ function fresh(where: { exportDir: string; view: string; second: string }, name:
 
 const json = async (child: Child, timeoutMs = 30_000) => JSON.parse(await child.nextLine("{", timeoutMs));
 
+/**
+ * The issue-13 reproduction: a holder on the export, 4 waiters (default options) through
+ * `view`, which see the lock held and cache it; the holder releases after 300 ms. Every
+ * waiter must get the lock, and nothing stays behind.
+ */
+async function fourWaitersBehindTheExport(exportDir: string, view: string): Promise<void> {
+  const holder = hostA(HOLDER, [path.join(exportDir, "state.json"), "{}"]);
+  await holder.nextLine("held ");
+  const started = now();
+  const waiters = Array.from({ length: 4 }, () =>
+    new Child(process.execPath, [WORKER, "acquire", path.join(view, "state.json"), "{}"]),
+  );
+  // Each waiter stages its record while it waits: four staging dirs prove
+  // that all four have seen the lock held (their client caches it now).
+  for (let i = 0; i < 400 && lockNames(exportDir, "state.json").length < 5; i += 1) await sleep(10);
+  const sawHeld = Math.max(300 - (now() - started), 0);
+  await sleep(sawHeld);
+  holder.send("release");
+  await holder.nextLine("released ");
+  const outcomes = await Promise.all(waiters.map((waiter) => json(waiter)));
+  expect(outcomes.map((o) => o.ok), JSON.stringify(outcomes)).toEqual([true, true, true, true]);
+  holder.send("exit");
+  await holder.exited;
+  expect(lockNames(exportDir, "state.json")).toEqual([]);
+  expect(fs.readdirSync(exportDir)).toEqual([]);
+}
+
 describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
   it("issue 13: 4 waiters on the sshfs view all get a lock the holder on the export released after 300 ms (default options), leaving nothing", async () => {
     const where = ready("4 waiters behind a holder on the export");
     if (!where) return;
     const dirs = fresh(where, "four");
-    const holder = hostA(HOLDER, [path.join(dirs.a, "state.json"), "{}"]);
-    await holder.nextLine("held ");
-    const started = now();
-    const waiters = Array.from({ length: 4 }, () =>
-      new Child(process.execPath, [WORKER, "acquire", path.join(dirs.b, "state.json"), "{}"]),
-    );
-    // Each waiter stages its record while it waits: four staging dirs prove
-    // that all four have seen the lock held (their client caches it now).
-    for (let i = 0; i < 400 && lockNames(dirs.a, "state.json").length < 5; i += 1) await sleep(10);
-    const sawHeld = Math.max(300 - (now() - started), 0);
-    await sleep(sawHeld);
-    holder.send("release");
-    await holder.nextLine("released ");
-    const outcomes = await Promise.all(waiters.map((waiter) => json(waiter)));
-    expect(outcomes.map((o) => o.ok), JSON.stringify(outcomes)).toEqual([true, true, true, true]);
-    holder.send("exit");
-    await holder.exited;
-    expect(lockNames(dirs.a, "state.json")).toEqual([]);
-    expect(fs.readdirSync(dirs.a)).toEqual([]);
+    await fourWaitersBehindTheExport(dirs.a, dirs.b);
+  }, 60_000);
+
+  it("sshfs -o workaround=rename is inert against OpenSSH (posix-rename): the server check moves no live lock, and the 4 waiters get the released one", async () => {
+    const where = ready("sshfs workaround=rename");
+    if (!where) return;
+    const view = await mountSshfs(where.exportDir, sshfs!.sshd, ["workaround=rename"]);
+    try {
+      const dirs = fresh(where, "workaround");
+      // The check a waiter makes: the lock's name renamed onto a non-empty
+      // directory. With the workaround live, sshfs would move the target
+      // aside and the lock onto its name; OpenSSH offers posix-rename, and
+      // sshfs then turns the workaround off.
+      fs.mkdirSync(path.join(dirs.a, "f.lock"));
+      fs.writeFileSync(path.join(dirs.a, "f.lock", "info"), "holder");
+      fs.mkdirSync(path.join(dirs.a, "probe"));
+      fs.writeFileSync(path.join(dirs.a, "probe", "info"), "ours");
+      const viewed = path.join(view.dir, "workaround");
+      expect(() => fs.renameSync(path.join(viewed, "f.lock"), path.join(viewed, "probe"))).toThrow(/EPERM|ENOTEMPTY/);
+      expect(fs.readdirSync(dirs.a).sort()).toEqual(["f.lock", "probe"]);
+      expect(fs.readFileSync(path.join(dirs.a, "f.lock", "info"), "utf8")).toBe("holder");
+      expect(fs.readFileSync(path.join(dirs.a, "probe", "info"), "utf8")).toBe("ours");
+      fs.rmSync(path.join(dirs.a, "f.lock"), { recursive: true });
+      fs.rmSync(path.join(dirs.a, "probe"), { recursive: true });
+      await fourWaitersBehindTheExport(dirs.a, viewed);
+    } finally {
+      await view.unmount();
+    }
   }, 60_000);
 
   it("mutual exclusion across hosts: host A on the export, host B and a third view through two sshfs mounts, 0 lost updates", async () => {
