@@ -463,6 +463,49 @@ pub fn exclusive_rename_at(
     platform::rename_with(src_dir, src_name, dst_dir, dst_name, RenameFlags::NOREPLACE)
 }
 
+/// Renames the directory `src_name` to `dst_name` unless the destination
+/// exists, with what is known of the filesystem on device `dev`: the
+/// kernel's exclusive rename where it works (or is not known to fail),
+/// else the `mkdirat` claim of [`rename_directory_no_replace_at`]. No pin
+/// and no check of the destination on the kernel's path: for a caller that
+/// verifies the name itself (the release's detach, which compares the
+/// detached directory with its root). `true` when renamed.
+pub fn exclusive_rename_dir_at(
+    dev: u64,
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+) -> bool {
+    exclusive_rename_dir_with(caps::global(), dev, src_dir, src_name, dst_dir, dst_name)
+}
+
+/// [`exclusive_rename_dir_at`] against the memory `caps`.
+fn exclusive_rename_dir_with(
+    caps: &Caps,
+    dev: u64,
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+) -> bool {
+    if caps.should_try(dev, Flag::NoReplace) {
+        match retry_interrupted(|| platform_rename(src_dir, src_name, dst_dir, dst_name)) {
+            Ok(()) => {
+                caps.learned(dev, Flag::NoReplace, true);
+                return true;
+            }
+            Err(Errno::INVAL | Errno::NOSYS | Errno::NOTSUP) => {
+                if same_directory(src_dir, dst_dir) {
+                    caps.learned(dev, Flag::NoReplace, false);
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    rename_directory_no_replace_at(src_dir, src_name, dst_dir, dst_name).ok
+}
+
 /// Swaps two names in one step (`renameat2(RENAME_EXCHANGE)`,
 /// `renameatx_np(RENAME_SWAP)`): neither name is ever free. `ENOSYS` under
 /// the portable mechanisms, `EINVAL`/`ENOTSUP`/`EXDEV` where the
@@ -653,7 +696,7 @@ pub(crate) fn retry_interrupted<T>(mut op: impl FnMut() -> Result<T, Errno>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::tempdir;
+    use crate::testutil::{listing, tempdir};
     use std::path::PathBuf;
 
     fn staged_dir(root: &Path, name: &str, payload: &[u8]) -> PathBuf {
@@ -783,6 +826,50 @@ mod tests {
 
         // Another filesystem (device) is not affected.
         assert!(caps.should_try(dev + 1, Flag::NoReplace));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn the_release_detach_renames_with_the_flag_or_the_claim_and_never_replaces() {
+        use std::os::unix::fs::MetadataExt;
+        let root = tempdir("detach");
+        let dev = std::fs::metadata(&root).unwrap().dev();
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let detach = |caps: &Caps, src: &str, dst: &str| {
+            exclusive_rename_dir_with(
+                caps,
+                dev,
+                parent.as_fd(),
+                OsStr::new(src),
+                parent.as_fd(),
+                OsStr::new(dst),
+            )
+        };
+        for (label, caps) in [("flag", Caps::new()), ("claim", Caps::new())] {
+            if label == "claim" {
+                // As on sshfs or NFS: the flag refused before on this device.
+                caps.learned(dev, Flag::NoReplace, false);
+            }
+            staged_dir(&root, "f.lock", b"ours");
+            assert!(detach(&caps, "f.lock", "f.lock.removing.1"), "{label}");
+            assert_eq!(
+                std::fs::read(root.join("f.lock.removing.1/info")).unwrap(),
+                b"ours"
+            );
+            // An occupied destination, even an empty directory, stays.
+            std::fs::create_dir(root.join("taken")).unwrap();
+            assert!(!detach(&caps, "f.lock.removing.1", "taken"), "{label}");
+            assert_eq!(std::fs::read_dir(root.join("taken")).unwrap().count(), 0);
+            assert!(root.join("f.lock.removing.1/info").exists());
+            assert_eq!(caps.counts().1, u64::from(label == "claim") * 2, "{label}");
+            std::fs::remove_dir_all(root.join("f.lock.removing.1")).unwrap();
+            std::fs::remove_dir(root.join("taken")).unwrap();
+            assert_eq!(
+                listing(&root),
+                Vec::<String>::new(),
+                "{label}: no claim left"
+            );
+        }
         std::fs::remove_dir_all(root).unwrap();
     }
 

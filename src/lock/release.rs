@@ -298,8 +298,11 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
         return hand_over();
     }
     // Detach: from here a successor may take the lock name; it is never in
-    // reach of what follows.
-    if rename::exclusive_rename_at(parent, name, parent, &removing).is_err() {
+    // reach of what follows. (Where the filesystem refuses the exclusive
+    // flag, sshfs or NFS, the `mkdir` claim does it, as for a publication.)
+    let dev = published.root_dev;
+    let move_back = || rename::exclusive_rename_dir_at(dev, parent, &removing, parent, name);
+    if !rename::exclusive_rename_dir_at(dev, parent, name, parent, &removing) {
         return hand_over();
     }
     let detached_ours = stat_root(parent, &removing)
@@ -308,11 +311,11 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     if !detached_ours {
         // Someone swapped the name between our look and the rename, or
         // touched the record: give back what we moved, untouched.
-        let _ = rename::exclusive_rename_at(parent, &removing, parent, name);
+        move_back();
         return hand_over();
     }
     if let Err(errno) = fs::unlinkat(root, INFO_NAME, AtFlags::empty()) {
-        let _ = rename::exclusive_rename_at(parent, &removing, parent, name);
+        move_back();
         let _ = fs::flock(root, FlockOperation::Unlock);
         return Some(Err(Removal::Transient(crate::sys::errno::errno_code(
             errno,

@@ -61,7 +61,11 @@ pub fn may_serve_stale(dir: BorrowedFd<'_>) -> bool {
         reason = "MNT_LOCAL is a positive flag bit declared as c_int"
     )]
     const MNT_LOCAL: u32 = libc::MNT_LOCAL as u32;
-    fs::fstatfs(dir).map_or(true, |statfs| statfs.f_flags & MNT_LOCAL == 0)
+    match fs::fstatfs(dir) {
+        Ok(statfs) => statfs.f_flags & MNT_LOCAL == 0,
+        // Not told: ask the server, as for an unknown type on Linux.
+        Err(_) => true,
+    }
 }
 
 /// Elsewhere the filesystem type is not told apart: every answer is
