@@ -125,54 +125,93 @@ pub fn open_child_dir(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Errn
 /// once the file's last handle is released.
 const FUSE_HIDDEN_PREFIX: &[u8] = b".fuse_hidden";
 
-/// How long (ms, between tries) [`remove_dir_settled`] waits for libfuse
-/// to drop its hidden names: about 125 ms in all.
+/// The waits (ms) [`remove_dir_settled`] may make for libfuse to drop its
+/// hidden names: about 125 ms in all, for one whole removal.
 const FUSE_SETTLE_MS: [u64; 6] = [1, 4, 8, 16, 32, 64];
 
-/// `rmdir(dir/name)`, patient with one FUSE habit. The kernel sends the
-/// release of a closed file to the FUSE daemon *after* `close` returned,
-/// and a daemon that still counts the file open turns its unlink into a
-/// rename to `.fuse_hidden…`, which it removes when that release arrives.
-/// So a directory whose record was closed and unlinked a moment ago can
-/// still be non-empty for a moment. While everything left in it is such a
-/// hidden name, `rmdir` is tried again (about 125 ms in all); anything
-/// else stands and the refusal comes back at once. `rmdir` never removes a
-/// directory that is not empty, so the wait cannot cost anything that
+/// What one removal (a tree, a staging directory, a release) may still
+/// wait for libfuse, across all the directories it removes: a tree of many
+/// directories waits no longer than one.
+#[derive(Default)]
+pub struct FuseSettle {
+    waits: usize,
+    /// Called after each wait (tests stand in for the FUSE daemon here).
+    #[cfg(test)]
+    after_wait: Option<Box<dyn FnMut()>>,
+}
+
+impl FuseSettle {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Waits out the next step; false when the budget is spent.
+    fn wait(&mut self) -> bool {
+        let Some(ms) = FUSE_SETTLE_MS.get(self.waits) else {
+            return false;
+        };
+        self.waits += 1;
+        std::thread::sleep(std::time::Duration::from_millis(*ms));
+        #[cfg(test)]
+        if let Some(hook) = self.after_wait.as_mut() {
+            hook();
+        }
+        true
+    }
+}
+
+/// `rmdir(dir/name)` of the directory open as `ours`, patient with one FUSE
+/// habit. The kernel sends the release of a closed file to the FUSE daemon
+/// *after* `close` returned, and a daemon that still counts the file open
+/// turns its unlink into a rename to `.fuse_hidden…`, which it removes when
+/// that release arrives. So a directory whose record was closed and
+/// unlinked a moment ago can still be non-empty for a moment. While
+/// everything left in it is such a hidden name (or nothing: the name went
+/// between the refusal and the look), and the name still holds `ours`,
+/// `rmdir` is tried again within `settle`'s budget; anything else stands
+/// and the refusal comes back at once. `EPERM` counts as a refusal here:
+/// sshfs reports the server's "not empty" as its generic failure. `rmdir`
+/// never removes a directory that is not empty, and the name is checked to
+/// be ours before every retry, so the wait cannot cost anything that
 /// someone else put there.
-pub fn remove_dir_settled(dir: BorrowedFd<'_>, name: &OsStr) -> Result<(), Errno> {
-    let mut waits = FUSE_SETTLE_MS.iter();
+pub fn remove_dir_settled(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    ours: BorrowedFd<'_>,
+    settle: &mut FuseSettle,
+) -> Result<(), Errno> {
     loop {
-        match crate::fs::rename::retry_interrupted(|| fs::unlinkat(dir, name, AtFlags::REMOVEDIR)) {
-            Err(errno @ (Errno::NOTEMPTY | Errno::EXIST)) => match waits.next() {
-                Some(ms) if holds_only_fuse_hidden(dir, name) => {
-                    std::thread::sleep(std::time::Duration::from_millis(*ms));
-                }
-                _ => return Err(errno),
-            },
+        let errno = match crate::fs::rename::retry_interrupted(|| {
+            fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
+        }) {
+            Err(errno @ (Errno::NOTEMPTY | Errno::EXIST | Errno::PERM)) => errno,
             other => return other,
+        };
+        if !holds_only_fuse_hidden(dir, name) || !settle.wait() {
+            return Err(errno);
+        }
+        match (stat_nofollow(dir, name), fs::fstat(ours)) {
+            (Ok(now), Ok(expected)) if same_inode(&now, &expected) => {}
+            (Err(Errno::NOENT), _) => return Err(Errno::NOENT),
+            _ => return Err(errno),
         }
     }
 }
 
-/// Whether `dir/name` lists entries and all of them are libfuse's hidden
-/// names.
+/// Whether `dir/name` holds nothing but libfuse's hidden names (or
+/// nothing at all).
 fn holds_only_fuse_hidden(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
     let Ok(listing) = open_child_dir(dir, name).and_then(|child| fs::Dir::read_from(&child)) else {
         return false;
     };
-    let mut hidden = 0;
     for entry in listing {
         let Ok(entry) = entry else { return false };
         let bytes = entry.file_name().to_bytes();
-        if bytes == b"." || bytes == b".." {
-            continue;
-        }
-        if !bytes.starts_with(FUSE_HIDDEN_PREFIX) {
+        if bytes != b"." && bytes != b".." && !bytes.starts_with(FUSE_HIDDEN_PREFIX) {
             return false;
         }
-        hidden += 1;
     }
-    hidden > 0
+    true
 }
 
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`.
@@ -537,39 +576,73 @@ mod tests {
     fn remove_dir_settled_waits_out_fuse_hidden_names_and_nothing_else() {
         let root = tempdir("fsx-settled");
         let parent = open_dir_nofollow(&root).unwrap();
+        let hidden = |dir: &str, n: u32| root.join(format!("{dir}/.fuse_hidden{n:016x}"));
 
-        // libfuse's hidden name, dropped by "the daemon" 20 ms later: the
-        // directory goes once it is empty.
+        // libfuse's hidden name, dropped by "the daemon" after the first
+        // wait: the directory goes then.
         std::fs::create_dir(root.join("a")).unwrap();
-        std::fs::write(root.join("a/.fuse_hidden0000000100000002"), b"x").unwrap();
-        let hidden = root.join("a/.fuse_hidden0000000100000002");
-        let daemon = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            std::fs::remove_file(hidden).unwrap();
-        });
-        assert_eq!(remove_dir_settled(parent.as_fd(), OsStr::new("a")), Ok(()));
-        daemon.join().unwrap();
+        std::fs::write(hidden("a", 1), b"x").unwrap();
+        let a = open_child_dir(parent.as_fd(), OsStr::new("a")).unwrap();
+        let mut settle = FuseSettle::new();
+        let dropped = hidden("a", 1);
+        settle.after_wait = Some(Box::new(move || {
+            let _ = std::fs::remove_file(&dropped);
+        }));
+        assert_eq!(
+            remove_dir_settled(parent.as_fd(), OsStr::new("a"), a.as_fd(), &mut settle),
+            Ok(())
+        );
+        assert_eq!(settle.waits, 1);
         assert!(!root.join("a").exists());
 
-        // Anything else is refused at once and stays.
+        // Anything else is refused at once, without a wait, and stays.
         std::fs::create_dir(root.join("b")).unwrap();
         std::fs::write(root.join("b/info"), b"theirs").unwrap();
-        std::fs::write(root.join("b/.fuse_hidden0000000300000004"), b"x").unwrap();
-        let started = std::time::Instant::now();
+        std::fs::write(hidden("b", 2), b"x").unwrap();
+        let b = open_child_dir(parent.as_fd(), OsStr::new("b")).unwrap();
+        let mut settle = FuseSettle::new();
         assert_eq!(
-            remove_dir_settled(parent.as_fd(), OsStr::new("b")),
+            remove_dir_settled(parent.as_fd(), OsStr::new("b"), b.as_fd(), &mut settle),
             Err(Errno::NOTEMPTY)
         );
-        assert!(started.elapsed() < std::time::Duration::from_millis(50));
+        assert_eq!(settle.waits, 0);
         assert_eq!(std::fs::read(root.join("b/info")).unwrap(), b"theirs");
 
-        // A hidden name that never goes: refused after the settle time, kept.
+        // A hidden name that never goes: refused once the budget is spent
+        // (one budget for the whole removal), and kept.
         std::fs::remove_file(root.join("b/info")).unwrap();
         assert_eq!(
-            remove_dir_settled(parent.as_fd(), OsStr::new("b")),
+            remove_dir_settled(parent.as_fd(), OsStr::new("b"), b.as_fd(), &mut settle),
             Err(Errno::NOTEMPTY)
         );
-        assert!(root.join("b/.fuse_hidden0000000300000004").exists());
+        assert_eq!(settle.waits, FUSE_SETTLE_MS.len());
+        assert_eq!(
+            remove_dir_settled(parent.as_fd(), OsStr::new("b"), b.as_fd(), &mut settle),
+            Err(Errno::NOTEMPTY)
+        );
+        assert_eq!(settle.waits, FUSE_SETTLE_MS.len(), "no budget left");
+        assert!(hidden("b", 2).exists());
+
+        // The name swapped for another directory during the wait: that one
+        // is not ours, and stays even once it is empty.
+        std::fs::create_dir(root.join("c")).unwrap();
+        std::fs::write(hidden("c", 3), b"x").unwrap();
+        let c = open_child_dir(parent.as_fd(), OsStr::new("c")).unwrap();
+        let mut settle = FuseSettle::new();
+        let base = root.clone();
+        settle.after_wait = Some(Box::new(move || {
+            std::fs::rename(base.join("c"), base.join("c.moved")).unwrap();
+            std::fs::create_dir(base.join("c")).unwrap();
+        }));
+        assert_eq!(
+            remove_dir_settled(parent.as_fd(), OsStr::new("c"), c.as_fd(), &mut settle),
+            Err(Errno::NOTEMPTY)
+        );
+        assert!(
+            root.join("c").is_dir(),
+            "someone else's empty directory stays"
+        );
+        assert!(hidden("c.moved", 3).exists());
         std::fs::remove_dir_all(root).unwrap();
     }
 

@@ -503,7 +503,12 @@ fn exclusive_rename_dir_with(
             Err(_) => return false,
         }
     }
-    rename_directory_no_replace_at(src_dir, src_name, dst_dir, dst_name).ok
+    // "Renamed" as soon as the rename may have happened (the destination
+    // turned out not to be our source, or the outcome is unknown): the
+    // caller's check of what the new name holds decides, and moves back
+    // what is not ours.
+    rename_directory_no_replace_at(src_dir, src_name, dst_dir, dst_name).mutation_state
+        != MutationState::NotCommitted
 }
 
 /// Swaps two names in one step (`renameat2(RENAME_EXCHANGE)`,

@@ -39,7 +39,7 @@ use rustix::fs::{self, AtFlags, FileType, FlockOperation, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
-use crate::fs::fsx;
+use crate::fs::fsx::{self, FuseSettle};
 use crate::fs::rename::{self, Refusal};
 
 /// Most entries (the root included) a snapshot may hold.
@@ -530,7 +530,15 @@ fn delete_verified(
     expected: &TreeSnapshot,
 ) -> Result<(), TreeError> {
     let mut budget = Budget::new();
-    let end = delete_children(root.as_fd(), "", &expected.entries, 1, &mut budget)?;
+    let mut settle = FuseSettle::new();
+    let end = delete_children(
+        root.as_fd(),
+        "",
+        &expected.entries,
+        1,
+        &mut budget,
+        &mut settle,
+    )?;
     if end != expected.entries.len() {
         // Verification compared against a fresh pre-order snapshot, so this
         // cannot happen; refuse rather than remove a half-understood tree.
@@ -549,7 +557,7 @@ fn delete_verified(
         Ok(_) => return Err(TreeError::TreeChanged),
         Err(errno) => return Err(TreeError::Io(errno)),
     }
-    let removed = match fsx::remove_dir_settled(parent, name) {
+    let removed = match fsx::remove_dir_settled(parent, name, root.as_fd(), &mut settle) {
         Ok(()) | Err(Errno::NOENT) => Ok(()),
         Err(Errno::NOTEMPTY | Errno::EXIST) => Err(TreeError::TreeChanged),
         Err(other) => Err(TreeError::Io(other)),
@@ -567,6 +575,7 @@ fn delete_children(
     entries: &[TreeEntry],
     mut next: usize,
     budget: &mut Budget,
+    settle: &mut FuseSettle,
 ) -> Result<usize, TreeError> {
     while let Some(expected) = entries.get(next)
         && is_inside(&expected.relative_path, dir_rel)
@@ -590,8 +599,8 @@ fn delete_children(
                     entries,
                     next + 1,
                     budget,
+                    settle,
                 )?;
-                drop(child);
                 // rmdir only removes an empty directory, but it must also be
                 // the one we emptied, not one swapped in meanwhile.
                 let now = fsx::stat_nofollow(dir, name).map_err(changed_unless_io)?;
@@ -605,9 +614,11 @@ fn delete_children(
                 if !still_ours {
                     return Err(TreeError::TreeChanged);
                 }
-                fsx::remove_dir_settled(dir, name).map_err(|errno| match errno {
-                    Errno::NOTEMPTY | Errno::EXIST => TreeError::TreeChanged,
-                    other => TreeError::Io(other),
+                fsx::remove_dir_settled(dir, name, child.as_fd(), settle).map_err(|errno| {
+                    match errno {
+                        Errno::NOTEMPTY | Errno::EXIST => TreeError::TreeChanged,
+                        other => TreeError::Io(other),
+                    }
                 })?;
             }
         }

@@ -493,7 +493,7 @@ pub fn remove_staging(parent: BorrowedFd<'_>, staging: &OsStr, ours: Option<&Own
         }
     }
     let _ = fs::unlinkat(&dir, INFO_NAME, AtFlags::empty());
-    let _ = fsx::remove_dir_settled(parent, staging);
+    let _ = fsx::remove_dir_settled(parent, staging, dir.as_fd(), &mut fsx::FuseSettle::new());
 }
 
 #[cfg(test)]

@@ -325,7 +325,7 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     // refused, what is left in the directory was put there by someone
     // else; it stays where it is, under our quarantine name (kept by the
     // debris rules: its content is not a lock's).
-    let _ = fsx::remove_dir_settled(parent, &removing);
+    let _ = fsx::remove_dir_settled(parent, &removing, root, &mut fsx::FuseSettle::new());
     Some(Ok(()))
 }
 
