@@ -37,7 +37,7 @@ pub(super) fn statfs_magic(_dir: BorrowedFd<'_>) -> Result<u64, Errno> {
 
 /// `statfs(2)` magic numbers (linux/magic.h and the filesystems' own
 /// headers): name and class.
-const MAGICS: &[(u64, &str, Class)] = &[
+pub(super) const MAGICS: &[(u64, &str, Class)] = &[
     (0xEF53, "ext2/ext3/ext4", Class::Local),
     (0x5846_5342, "xfs", Class::Local),
     (0x9123_683E, "btrfs", Class::Local),
@@ -58,6 +58,20 @@ const MAGICS: &[(u64, &str, Class)] = &[
     (0xF15F, "ecryptfs", Class::Local),
     (0x7371_7368, "squashfs", Class::Local),
     (0xE0F5_E1E2, "erofs", Class::Local),
+    (0x482B, "hfsplus", Class::Local),
+    (0x4244, "hfs", Class::Local),
+    (0x1501_3346, "udf", Class::Local),
+    (0x9660, "iso9660", Class::Local),
+    (0x6175_6673, "aufs", Class::Local),
+    (0x72B6, "jffs2", Class::Local),
+    (0x2405_1905, "ubifs", Class::Local),
+    (0x28CD_3D45, "cramfs", Class::Local),
+    (0x7275, "romfs", Class::Local),
+    (0x137F, "minix", Class::Local),
+    (0x138F, "minix", Class::Local),
+    (0x2468, "minix2", Class::Local),
+    (0x2478, "minix2", Class::Local),
+    (0x4D5A, "minix3", Class::Local),
     (0x6969, "nfs", Class::Network),
     (0xFF53_4D42, "cifs", Class::Network),
     (0xFE53_4D42, "smb2", Class::Network),

@@ -1,4 +1,4 @@
-use super::kind::{MountInfoLine, name_of_magic, parse_mountinfo, unescape_mountinfo};
+use super::kind::{MAGICS, MountInfoLine, name_of_magic, parse_mountinfo, unescape_mountinfo};
 use super::notes::Note;
 use super::*;
 use crate::testutil::{listing, tempdir};
@@ -201,4 +201,17 @@ fn a_probe_s_refusals_are_remembered_and_its_successes_forget_them() {
     caps.remember(&working);
     assert!(caps.should_try(42, caps::Flag::NoReplace));
     assert!(caps.should_try(42, caps::Flag::Exchange));
+}
+
+#[test]
+fn each_magic_number_has_one_row() {
+    let mut seen = std::collections::HashSet::new();
+    for (magic, name, _) in MAGICS {
+        assert!(seen.insert(magic), "{magic:#x} ({name}) is listed twice");
+    }
+    // Network filesystems the table once named wrongly or missed.
+    assert_eq!(name_of_magic(0x2003_0528), ("orangefs", Class::Network));
+    assert_eq!(name_of_magic(0x1983_0326).1, Class::Network);
+    assert_eq!(name_of_magic(0xBACB_ACBC).1, Class::Network);
+    assert_eq!(name_of_magic(0x482B), ("hfsplus", Class::Local));
 }
