@@ -391,15 +391,9 @@ fn exclusive_rename(
             )
         }
         // The filesystem (NFS, DrvFs, many FUSE mounts) or the kernel refuses
-        // the flag; nothing was changed, so a fallback may run. Remembered
-        // only for a rename inside one directory (a lock's staging and its
-        // name always are): between two directories `EINVAL` may be the
-        // caller's mistake (a directory moved into itself), which says
-        // nothing of the filesystem.
+        // the flag; nothing was changed, so a fallback may run.
         Err(errno @ (Errno::INVAL | Errno::NOSYS | Errno::NOTSUP)) => {
-            if same_directory(src_dir, dst_dir) {
-                caps.learned(dev, Flag::NoReplace, false);
-            }
+            learn_refusal(caps, dev, src_dir, dst_dir);
             crate::debug!(
                 "{} refused on device {dev} ({}): this process publishes there with the fallback from now on",
                 Flag::NoReplace.as_str(),
@@ -411,9 +405,18 @@ fn exclusive_rename(
     }
 }
 
-/// Whether two descriptors are the same directory.
-fn same_directory(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
-    matches!((fs::fstat(a), fs::fstat(b)), (Ok(a), Ok(b)) if fsx::same_inode(&a, &b))
+/// Remembers that the filesystem on `dev` refused `RENAME_NOREPLACE`, for a
+/// rename inside one directory only (a lock's staging and its name always
+/// are): between two directories `EINVAL` may be the caller's mistake (a
+/// directory moved into itself), which says nothing of the filesystem.
+fn learn_refusal(caps: &Caps, dev: u64, src_dir: BorrowedFd<'_>, dst_dir: BorrowedFd<'_>) {
+    let same_directory = matches!(
+        (fs::fstat(src_dir), fs::fstat(dst_dir)),
+        (Ok(a), Ok(b)) if fsx::same_inode(&a, &b)
+    );
+    if same_directory {
+        caps.learned(dev, Flag::NoReplace, false);
+    }
 }
 
 /// The publication without the exclusive flag: the `mkdirat` claim for a
@@ -496,9 +499,7 @@ fn exclusive_rename_dir_with(
                 return true;
             }
             Err(Errno::INVAL | Errno::NOSYS | Errno::NOTSUP) => {
-                if same_directory(src_dir, dst_dir) {
-                    caps.learned(dev, Flag::NoReplace, false);
-                }
+                learn_refusal(caps, dev, src_dir, dst_dir);
             }
             Err(_) => return false,
         }
