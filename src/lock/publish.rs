@@ -446,7 +446,11 @@ impl Staged {
         if !published {
             // Renamed, but the name shows something else already: the
             // directory is no longer at our staging name either; what the
-            // name holds is not ours to touch.
+            // name holds is not ours to touch. (A `stat` that failed on a
+            // network error lands here too, though our record may stand at
+            // the name: it then holds the lock until this process exits and
+            // a waiter proves it dead. Taking it as ours instead could make
+            // two holders; liveness gives way to safety.)
             self.root = None;
             return Ok(PastCache::Lost);
         }
