@@ -375,33 +375,50 @@ fn exclusive_rename(
         Err(refusal) => return (PLATFORM_PRIMITIVE, Err(refusal)),
     };
     let dev = fsx::dev_of(&source.stat);
+    match kernel_no_replace(caps, dev, src_dir, src_name, dst_dir, dst_name) {
+        None => fallback(src_dir, src_name, dst_dir, dst_name, &source),
+        Some(Ok(())) => (
+            PLATFORM_PRIMITIVE,
+            verify_destination(dst_dir, dst_name, &source),
+        ),
+        Some(Err(errno)) => (PLATFORM_PRIMITIVE, Err(refusal_from_errno(errno))),
+    }
+}
+
+/// The kernel's exclusive rename, issued only where `caps` does not know
+/// the filesystem on `dev` to refuse it. `None` when the caller's fallback
+/// must run: the flag was refused, now or before (the filesystem — NFS,
+/// DrvFs, many FUSE mounts — or the kernel); nothing was changed then.
+fn kernel_no_replace(
+    caps: &Caps,
+    dev: u64,
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+) -> Option<Result<(), Errno>> {
     if !caps.should_try(dev, Flag::NoReplace) {
         crate::debug!(
-            "no {} on device {dev} (refused there before): publishing with the fallback",
+            "no {} on device {dev} (refused there before): using the fallback",
             Flag::NoReplace.as_str()
         );
-        return fallback(src_dir, src_name, dst_dir, dst_name, &source);
+        return None;
     }
     match retry_interrupted(|| platform_rename(src_dir, src_name, dst_dir, dst_name)) {
         Ok(()) => {
             caps.learned(dev, Flag::NoReplace, true);
-            (
-                PLATFORM_PRIMITIVE,
-                verify_destination(dst_dir, dst_name, &source),
-            )
+            Some(Ok(()))
         }
-        // The filesystem (NFS, DrvFs, many FUSE mounts) or the kernel refuses
-        // the flag; nothing was changed, so a fallback may run.
         Err(errno @ (Errno::INVAL | Errno::NOSYS | Errno::NOTSUP)) => {
             learn_refusal(caps, dev, src_dir, dst_dir);
             crate::debug!(
-                "{} refused on device {dev} ({}): this process publishes there with the fallback from now on",
+                "{} refused on device {dev} ({}): this process uses the fallback there from now on",
                 Flag::NoReplace.as_str(),
                 crate::sys::errno::errno_code(errno)
             );
-            fallback(src_dir, src_name, dst_dir, dst_name, &source)
+            None
         }
-        Err(errno) => (PLATFORM_PRIMITIVE, Err(refusal_from_errno(errno))),
+        Err(errno) => Some(Err(errno)),
     }
 }
 
@@ -492,17 +509,8 @@ fn exclusive_rename_dir_with(
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
 ) -> bool {
-    if caps.should_try(dev, Flag::NoReplace) {
-        match retry_interrupted(|| platform_rename(src_dir, src_name, dst_dir, dst_name)) {
-            Ok(()) => {
-                caps.learned(dev, Flag::NoReplace, true);
-                return true;
-            }
-            Err(Errno::INVAL | Errno::NOSYS | Errno::NOTSUP) => {
-                learn_refusal(caps, dev, src_dir, dst_dir);
-            }
-            Err(_) => return false,
-        }
+    if let Some(result) = kernel_no_replace(caps, dev, src_dir, src_name, dst_dir, dst_name) {
+        return result.is_ok();
     }
     // "Renamed" as soon as the rename may have happened (the destination
     // turned out not to be our source, or the outcome is unknown): the
