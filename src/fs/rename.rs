@@ -484,24 +484,13 @@ pub fn exclusive_rename_at(
 }
 
 /// Renames the directory `src_name` to `dst_name` unless the destination
-/// exists, with what is known of the filesystem on device `dev`: the
+/// exists, with what `caps` knows of the filesystem on device `dev`: the
 /// kernel's exclusive rename where it works (or is not known to fail),
 /// else the `mkdirat` claim of [`rename_directory_no_replace_at`]. No pin
 /// and no check of the destination on the kernel's path: for a caller that
 /// verifies the name itself (the release's detach, which compares the
 /// detached directory with its root). `true` when renamed.
 pub fn exclusive_rename_dir_at(
-    dev: u64,
-    src_dir: BorrowedFd<'_>,
-    src_name: &OsStr,
-    dst_dir: BorrowedFd<'_>,
-    dst_name: &OsStr,
-) -> bool {
-    exclusive_rename_dir_with(caps::global(), dev, src_dir, src_name, dst_dir, dst_name)
-}
-
-/// [`exclusive_rename_dir_at`] against the memory `caps`.
-fn exclusive_rename_dir_with(
     caps: &Caps,
     dev: u64,
     src_dir: BorrowedFd<'_>,
@@ -850,7 +839,7 @@ mod tests {
         let dev = std::fs::metadata(&root).unwrap().dev();
         let parent = fsx::open_dir_nofollow(&root).unwrap();
         let detach = |caps: &Caps, src: &str, dst: &str| {
-            exclusive_rename_dir_with(
+            exclusive_rename_dir_at(
                 caps,
                 dev,
                 parent.as_fd(),

@@ -15,6 +15,7 @@ use rustix::fd::{AsFd, BorrowedFd};
 use rustix::fs::{self, AtFlags, FlockOperation};
 use rustix::io::Errno;
 
+use crate::fs::caps;
 use crate::fs::fsx;
 use crate::fs::rename;
 use crate::fs::tree::{self, TreeSnapshot, sha256_hex};
@@ -300,9 +301,9 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     // Detach: from here a successor may take the lock name; it is never in
     // reach of what follows. (Where the filesystem refuses the exclusive
     // flag, sshfs or NFS, the `mkdir` claim does it, as for a publication.)
-    let dev = published.root_dev;
-    let move_back = || rename::exclusive_rename_dir_at(dev, parent, &removing, parent, name);
-    if !rename::exclusive_rename_dir_at(dev, parent, name, parent, &removing) {
+    let (caps, dev) = (caps::global(), published.root_dev);
+    let move_back = || rename::exclusive_rename_dir_at(caps, dev, parent, &removing, parent, name);
+    if !rename::exclusive_rename_dir_at(caps, dev, parent, name, parent, &removing) {
         return hand_over();
     }
     let detached_ours = stat_root(parent, &removing)
