@@ -15,9 +15,13 @@ import {
   withFileLock,
   withFileLockSync,
 } from "../lib/index.ts";
+import { clearFaultsForTesting, injectDelayForTesting } from "../lib/testing.ts";
 import { canonicalRecord, cleanup, deadPid, makeRoot, startFixture, writeLock } from "./helpers.ts";
 
-afterEach(cleanup);
+afterEach(() => {
+  clearFaultsForTesting();
+  return cleanup();
+});
 
 /** A holder in another process that releases by itself after `ms`. */
 async function holderFor(file: string, ms: number) {
@@ -137,6 +141,30 @@ describe("sync never overtakes async", () => {
       if (refused !== undefined) expect((refused as FileLockError).code).toBe("EDEADLK");
       expect(order[0]).toBe("async");
     }
+  });
+});
+
+describe("sync beside a slow async acquisition", () => {
+  it("an async acquisition of another lock, stalled on its way to its queue (a slow mount), refuses no synchronous one", async () => {
+    const root = makeRoot();
+    const slow = path.join(root, "slow.json");
+    const free = path.join(root, "free.json");
+    // The async acquisition's first attempt stalls before it can know its key.
+    injectDelayForTesting("attempt", 1_500, "slow.json.lock", 1);
+    const stalled = acquireLock(slow, { inlineFastPath: false });
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const started = performance.now();
+      const release = acquireLockSync(free, { retries: 0 });
+      expect(performance.now() - started).toBeLessThan(1_000);
+      expect(JSON.parse(fs.readFileSync(`${free}.lock/info`, "utf8")).pid).toBe(process.pid);
+      release();
+      // The same lock is still never overtaken while that call is on its way.
+      expect(() => acquireLockSync(slow)).toThrow(expect.objectContaining({ code: "EDEADLK" }));
+    } finally {
+      await (await stalled)();
+    }
+    acquireLockSync(slow)();
   });
 });
 

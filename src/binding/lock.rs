@@ -7,7 +7,7 @@
 //! custom `code`, so the facade turns a failure into a typed error.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -299,7 +299,7 @@ pub fn acquire_lock_native<'env>(
     on_contended: Option<ContendedFunction>,
 ) -> Result<Object<'env>> {
     let sequence = crate::lock::table::next_id();
-    let arrival = crate::lock::table::arrive();
+    let arrival = acquire::arrive(Path::new(&request.file_path));
     let scope = scope_of(env)?;
     let token = request.cancel_token;
     let cancel = take_cancel(token);

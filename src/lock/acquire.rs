@@ -156,6 +156,19 @@ const ABORT_GRACE: Duration = Duration::from_millis(100);
 /// keeps changing cannot make us spin.
 const MAX_IMMEDIATE_RETRIES: u32 = 16;
 
+/// Counts an acquisition of `file_path`'s lock as arriving (see
+/// [`table::Arrival`]) from the moment its caller asked: taken on the
+/// caller's thread, before anything touches the disk.
+pub fn arrive(file_path: &Path) -> table::Arrival {
+    let lock_path = lock_path_of(file_path);
+    // A path without a final name fails its first attempt; it arrives
+    // under the whole path, which no other lock name can equal.
+    let name = fsx::split_final(&lock_path)
+        .map(|(_, name)| name)
+        .unwrap_or_else(|_| lock_path.into_os_string());
+    table::arrive(&name)
+}
+
 /// `<file>.lock`.
 pub fn lock_path_of(file_path: &Path) -> PathBuf {
     let mut bytes = file_path.as_os_str().to_os_string().into_vec();

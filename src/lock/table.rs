@@ -9,7 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rustix::fd::{BorrowedFd, OwnedFd};
@@ -89,6 +89,8 @@ pub struct Ticket {
 struct Table {
     generations: HashMap<u64, Entry>,
     queues: HashMap<LockKey, VecDeque<(u64, Arc<Wake>)>>,
+    /// Acquisitions on their way to a queue, by lock name (see [`Arrival`]).
+    arriving: HashMap<OsString, usize>,
 }
 
 fn table() -> MutexGuard<'static, Table> {
@@ -108,32 +110,45 @@ pub fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Acquisitions that have asked for a lock but not yet joined its queue
-/// (their key is not known until their first attempt resolves the parent).
-static ARRIVING: AtomicUsize = AtomicUsize::new(0);
+/// One acquisition between its call and its first place in a queue. Its
+/// key is not known until its first attempt has opened the parent (which
+/// can take long on a slow mount), but its lock *name* is: and two paths
+/// name one lock only if their final names are equal (the key is the
+/// parent's identity plus that name). So while it arrives, no acquisition
+/// of a lock with that name may go ahead of the queues on the calling
+/// thread — it could be for the same lock, and it asked first — and an
+/// acquisition of any other name is not held up by it.
+pub struct Arrival {
+    name: OsString,
+}
 
-/// An acquisition between its call and its first place in a queue. While
-/// any exists, no acquisition may go ahead of the queues on the calling
-/// thread: it could be for the same lock, and it asked first.
-pub struct Arrival(());
-
-/// Counts an acquisition as arriving until the returned value is dropped.
-pub fn arrive() -> Arrival {
-    ARRIVING.fetch_add(1, Ordering::SeqCst);
-    Arrival(())
+/// Counts an acquisition of the lock named `name` as arriving until the
+/// returned value is dropped.
+pub fn arrive(name: &OsStr) -> Arrival {
+    *table().arriving.entry(name.to_os_string()).or_default() += 1;
+    Arrival {
+        name: name.to_os_string(),
+    }
 }
 
 impl Drop for Arrival {
     fn drop(&mut self) {
-        ARRIVING.fetch_sub(1, Ordering::SeqCst);
+        let mut table = table();
+        if let Some(count) = table.arriving.get_mut(&self.name) {
+            *count -= 1;
+            if *count == 0 {
+                table.arriving.remove(&self.name);
+            }
+        }
     }
 }
 
 /// Whether an acquisition of `key` may try the disk at once without
-/// overtaking anyone of this process: nobody is arriving and nobody queues
-/// for `key`.
+/// overtaking anyone of this process: nobody is arriving for a lock of
+/// its name and nobody queues for `key`.
 pub fn nobody_waits_for(key: &LockKey) -> bool {
-    ARRIVING.load(Ordering::SeqCst) == 0 && !table().queues.contains_key(key)
+    let table = table();
+    !table.arriving.contains_key(&key.name) && !table.queues.contains_key(key)
 }
 
 /// Records a freshly published generation as held.
@@ -275,32 +290,52 @@ fn wake_head(table: &Table, key: &LockKey) {
 mod tests {
     use super::*;
 
+    /// A key no other test of this binary uses (its name too: arrivals
+    /// are counted by name).
     fn test_key() -> LockKey {
+        let id = next_id();
         LockKey {
             parent: fsx::DirIdentity {
                 dev: 0,
-                ino: next_id(),
+                ino: id,
                 birth_ns: 0,
             },
-            name: OsString::from("f.lock"),
+            name: OsString::from(format!("f-{id}.lock")),
         }
     }
 
     #[test]
-    fn nobody_goes_ahead_while_an_acquisition_is_arriving_or_queued() {
+    fn nobody_goes_ahead_while_an_acquisition_of_that_name_is_arriving_or_queued() {
         let key = test_key();
-        let arriving = arrive();
+        let arriving = arrive(&key.name);
         assert!(
             !nobody_waits_for(&key),
-            "an arriving acquisition may be for this key"
+            "an arriving acquisition of this name may be for this key"
         );
         let ticket = enqueue(key.clone(), next_id(), Wake::new());
         drop(arriving);
         assert!(!nobody_waits_for(&key), "a queued waiter is ahead");
         dequeue(&ticket);
-        // Other tests of this binary may hold arrivals of their own; only
-        // this key's queue is ours to check.
         assert!(!table().queues.contains_key(&key));
+    }
+
+    #[test]
+    fn an_arrival_for_another_name_holds_nobody_up() {
+        let key = test_key();
+        let other = OsString::from(format!("other-{}.lock", next_id()));
+        let arriving = arrive(&other);
+        let twice = arrive(&other);
+        assert!(
+            nobody_waits_for(&key),
+            "another lock name can never be the same lock"
+        );
+        drop(arriving);
+        assert!(
+            table().arriving.contains_key(&other),
+            "one is still arriving"
+        );
+        drop(twice);
+        assert!(!table().arriving.contains_key(&other));
     }
 
     #[test]
