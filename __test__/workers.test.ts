@@ -19,7 +19,7 @@ import * as path from "node:path";
 import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock } from "../lib/index.ts";
-import { cleanup, spawnHolder, tempRoot, withinMs } from "./fixtures/children.ts";
+import { cleanup, spawnFixture, spawnHolder, tempRoot, withinMs } from "./fixtures/children.ts";
 import { waitUntil } from "./helpers.ts";
 import { FACADE, fixture, lockNames } from "./kernel-helpers.ts";
 
@@ -32,7 +32,7 @@ afterEach(async () => {
 /** Within 1 s: 100 re-checks 10 ms apart, then ELOCKED. */
 const ONE_SECOND = { retries: 100, retryDelayMs: 10 } as const;
 
-function startWorker(file: string, mode: "wait" | "hold", options: object = {}): { worker: Worker; next: (what: string) => Promise<void> } {
+function startWorker(file: string, mode: "wait" | "hold" | "wait-sync", options: object = {}): { worker: Worker; next: (what: string) => Promise<void> } {
   const worker = new Worker(fixture("lock-worker.mjs"), { workerData: { facade: FACADE, file, mode, options } });
   workers.push(worker);
   const messages: string[] = [];
@@ -107,5 +107,41 @@ describe("a terminated Worker leaves no lock behind", () => {
     const release = await withinMs(acquireLock(file, ONE_SECOND), 10_000, "this process's acquisition");
     await release();
     expect(lockNames(root, "state.json")).toEqual([]);
+  });
+});
+
+describe("a Worker blocked in acquireLockSync can be stopped", () => {
+  const stagedBy = (root: string, pid: number) =>
+    fs.readdirSync(root).filter((n) => n.startsWith(`state.json.lock.pending.${pid}.`));
+
+  it("terminate() settles while the Worker waits with retries: Infinity, and the Worker leaves nothing behind", async () => {
+    const root = tempRoot("exactlock-workers-");
+    const file = path.join(root, "state.json");
+    const holder = await spawnHolder(file);
+    const { worker, next } = startWorker(file, "wait-sync", { retries: Infinity });
+    await next("waiting");
+    // The Worker's thread is blocked in the native wait: its record is staged.
+    await waitUntil(() => stagedBy(root, process.pid).length === 1, 10_000, "the Worker's staged record");
+    await withinMs(worker.terminate(), 5_000, "worker.terminate()");
+    // Its staging goes with it; the holder's lock stays the holder's.
+    await waitUntil(() => stagedBy(root, process.pid).length === 0, 5_000, "the Worker's staging removed");
+    expect(readRecord(file).pid).toBe(holder.proc.pid);
+    holder.send("release");
+    await holder.nextLine("released");
+    const release = await withinMs(acquireLock(file, ONE_SECOND), 10_000, "this process's acquisition");
+    await release();
+    expect(lockNames(root, "state.json")).toEqual([]);
+  });
+
+  it("process.exit() in the main thread returns while a Worker waits in acquireLockSync with retries: Infinity", async () => {
+    const root = tempRoot("exactlock-workers-");
+    const file = path.join(root, "state.json");
+    const holder = await spawnHolder(file);
+    const child = spawnFixture("exit-beside-sync-worker.mjs", [FACADE, file]);
+    await child.nextLine("exiting");
+    const { code } = await withinMs(child.exited, 10_000, "the process's exit");
+    expect(code).toBe(7);
+    expect(stagedBy(root, child.proc.pid!)).toEqual([]);
+    expect(readRecord(file).pid).toBe(holder.proc.pid);
   });
 });

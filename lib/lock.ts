@@ -441,6 +441,14 @@ export function acquireLockSync(filePath: string, options?: FileLockOptions): Lo
   return acquireSync(filePath, options).release;
 }
 
+/**
+ * Asked by a synchronous acquisition while it blocks this thread: while
+ * JavaScript can run here the answer is true; once the thread is torn down
+ * (a Worker terminated, `process.exit()` joining one) the call fails, and
+ * the acquisition gives up instead of blocking the teardown.
+ */
+const stillRunning = (): boolean => true;
+
 /** {@link acquireLockSync}, also naming the generation won. */
 function acquireSync(
   filePath: string,
@@ -450,7 +458,7 @@ function acquireSync(
   const resolved = resolveOptions(options);
   refuseAsyncOnly(resolved);
   const request = requestOf(path, resolved);
-  const result = native.acquireLockSyncNative(request);
+  const result = native.acquireLockSyncNative(request, stillRunning);
   if (!result.lock) throw acquireError(path, resolved, result.failure!, undefined, {});
   const { generation, lockPath } = result.lock;
   const listeners = new LossListeners(generation, resolved.onCompromised);

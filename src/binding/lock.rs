@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use napi::JsDeferred;
-use napi::bindgen_prelude::{Buffer, Object, Promise, PromiseRaw};
+use napi::bindgen_prelude::{Buffer, Function, Object, Promise, PromiseRaw};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Result, Status};
 use napi_derive::napi;
@@ -324,14 +324,26 @@ pub fn acquire_lock_native<'env>(
 /// Acquires a lock on the calling thread, blocking it while it waits for
 /// another process (`acquireLockSync`); never waits for this process
 /// (EDEADLK instead: see [`acquire::acquire_blocking`]).
-#[napi]
-pub fn acquire_lock_sync_native(env: Env, request: AcquireRequest) -> Result<AcquireResult> {
+///
+/// `stillRunning` is a JavaScript function that returns `true`; it is
+/// called while the wait sleeps. When the thread's environment is being
+/// torn down (a Worker's `terminate()`, or the main thread's
+/// `process.exit()` joining a Worker blocked here), V8 refuses to run
+/// JavaScript on it and the call fails: nothing else reaches a thread
+/// blocked in native code, so that failure is how the wait learns to stop.
+#[napi(ts_args_type = "request: AcquireRequest, stillRunning: () => boolean")]
+pub fn acquire_lock_sync_native(
+    env: Env,
+    request: AcquireRequest,
+    still_running: Function<'_, (), bool>,
+) -> Result<AcquireResult> {
     let sequence = crate::lock::table::next_id();
     let scope = scope_of(&env)?;
     let options = options_of(request, Arc::default(), None, None, sequence);
+    let caller_wants_it = || still_running.call(()).unwrap_or(false);
     Ok(acquire_result(
         &scope,
-        acquire::acquire_blocking(options).map(Some),
+        acquire::acquire_blocking(options, &caller_wants_it).map(Some),
     ))
 }
 

@@ -339,13 +339,23 @@ pub async fn acquire(
 /// process holding the lock, may need the very thread it would block (their
 /// JavaScript runs there) to ever finish; that is `EDEADLK` at once, so it
 /// neither deadlocks nor overtakes them.
-pub fn acquire_blocking(options: Arc<AcquireOptions>) -> Result<Claim, AcquireError> {
+///
+/// Nothing can cancel it from outside while it blocks its caller's thread
+/// (no signal: the event loop is blocked too), but its caller's thread can
+/// be torn down: a Worker terminated, or the main thread's
+/// `process.exit()` joining a Worker blocked here. So while it sleeps it
+/// asks `caller_wants_it` at least every [`CALLER_CHECK`], and gives up
+/// (removing what it staged) as soon as the answer is no.
+pub fn acquire_blocking(
+    options: Arc<AcquireOptions>,
+    caller_wants_it: &dyn Fn() -> bool,
+) -> Result<Claim, AcquireError> {
     let mut attempts = Attempts::new(options)?;
     // No arrival of its own: it never waits behind anyone of this process,
     // and counting itself would hide those who are still arriving.
     attempts.blocking = true;
     let answer = BlockingAnswer::default();
-    match contend(attempts, &answer) {
+    match contend(attempts, &answer, caller_wants_it) {
         Contended::Settled => answer.take(),
         Contended::NotHead(attempts) => Err(attempts.would_block_its_own_process()),
     }
@@ -424,7 +434,10 @@ impl Guard {
     async fn run(&self, mut attempts: Attempts) {
         loop {
             let answer = self.answer.clone();
-            let mut head = tokio::task::spawn_blocking(move || contend(attempts, &*answer));
+            // An asynchronous caller is never blocked: only an abort or a
+            // teardown (through `cancel`) stops its head.
+            let mut head =
+                tokio::task::spawn_blocking(move || contend(attempts, &*answer, &|| true));
             let cancel = self.options.cancel.clone();
             // The head settles a spent budget itself; this only covers a
             // head stuck in a syscall, one retry delay (at least
@@ -516,7 +529,11 @@ async fn describe_off_thread(attempts: Attempts) -> Option<Holder> {
 /// it finds it settled by the guard (abort, stuck past the budget): then
 /// it drops its state here, removing a staged record and giving back a
 /// lock it won for nobody.
-fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
+fn contend(
+    mut attempts: Attempts,
+    answer: &dyn Answer,
+    caller_wants_it: &dyn Fn() -> bool,
+) -> Contended {
     attempts.wake.arm();
     let mut immediate = 0u32;
     loop {
@@ -596,12 +613,15 @@ fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
             },
             crate::sys::platform::name(),
         );
-        let woken = wait::sleep(
-            attempts.watch.as_ref(),
-            exit.as_ref(),
-            &attempts.wake,
-            delay,
-        );
+        let Some(woken) = attempts.sleep(exit.as_ref(), delay, caller_wants_it) else {
+            crate::debug!(
+                "giving up on {}: the calling thread is being torn down",
+                attempts.lock_path.display()
+            );
+            attempts.staged = None;
+            answer.settle(Err(AcquireError::Aborted));
+            return Contended::Settled;
+        };
         crate::debug!(
             "woken on {}: {}",
             attempts.lock_path.display(),
@@ -609,6 +629,11 @@ fn contend(mut attempts: Attempts, answer: &dyn Answer) -> Contended {
         );
     }
 }
+
+/// How often a synchronous acquisition that sleeps asks whether its caller
+/// still wants it (see [`acquire_blocking`]): the longest a terminated
+/// Worker, or a `process.exit()` that joins it, waits for it.
+const CALLER_CHECK: Duration = Duration::from_millis(50);
 
 /// The waiting budget in seconds: `retries × retryDelay`, at most
 /// [`UNBOUNDED_BUDGET_SECS`]; infinite `retries` is that bound whatever the
@@ -655,6 +680,32 @@ fn observed_owner(observation: &Observation) -> String {
 const UNBOUNDED_BUDGET_SECS: f64 = 1e9;
 
 impl Attempts {
+    /// Sleeps for up to `delay` until something changes (see
+    /// [`wait::sleep`]); a synchronous acquisition sleeps in slices of
+    /// [`CALLER_CHECK`] and asks its caller between them. `None` when the
+    /// caller no longer wants it.
+    fn sleep(
+        &self,
+        exit: Option<&HolderWatch>,
+        delay: Duration,
+        caller_wants_it: &dyn Fn() -> bool,
+    ) -> Option<wait::Woken> {
+        if !self.blocking {
+            return Some(wait::sleep(self.watch.as_ref(), exit, &self.wake, delay));
+        }
+        let until = Instant::now() + delay;
+        loop {
+            let slice = until.saturating_duration_since(Instant::now()).min(CALLER_CHECK);
+            let woken = wait::sleep(self.watch.as_ref(), exit, &self.wake, slice);
+            if !caller_wants_it() {
+                return None;
+            }
+            if woken != wait::Woken::Timeout || Instant::now() >= until {
+                return Some(woken);
+            }
+        }
+    }
+
     /// The inline attempt (see [`acquire_first_attempt`]).
     fn inline_attempt(&mut self) -> Result<Option<Claim>, AcquireError> {
         let parent = self.make_parent()?;
