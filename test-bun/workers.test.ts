@@ -30,7 +30,7 @@ afterEach(async () => {
 /** Within 1 s: 100 re-checks 10 ms apart, then ELOCKED. */
 const ONE_SECOND = { retries: 100, retryDelayMs: 10 } as const;
 
-function startWorker(file: string, mode: "wait" | "hold", options: object = {}) {
+function startWorker(file: string, mode: "wait" | "hold" | "wait-sync", options: object = {}) {
   const worker = new Worker(WORKER, { workerData: { facade: FACADE, file, mode, options } });
   workers.push(worker);
   const messages: string[] = [];
@@ -113,6 +113,26 @@ describe("under bun: a terminated Worker leaves no lock behind", () => {
     expect(readRecord(file).pid).toBe(process.pid);
     await worker.terminate();
 
+    const release = await withinMs(acquireLock(file, ONE_SECOND), 10_000, "this process's acquisition");
+    await release();
+    expect(lockNames(root)).toEqual([]);
+  }, 30_000);
+});
+
+describe("under bun: a Worker blocked in acquireLockSync can be stopped", () => {
+  it("terminate() settles while the Worker waits with retries: Infinity, and the Worker leaves nothing behind", async () => {
+    const root = tempRoot("exactlock-workers-bun-");
+    const file = path.join(root, "state.json");
+    const holder = await spawnHolder(file);
+    const staged = () => fs.readdirSync(root).filter((n) => n.startsWith(`state.json.lock.pending.${process.pid}.`));
+    const { worker, next } = startWorker(file, "wait-sync", { retries: Infinity });
+    await next("waiting");
+    await waitUntil(() => staged().length === 1, 10_000, "the Worker's staged record");
+    await withinMs(worker.terminate(), 5_000, "worker.terminate()");
+    await waitUntil(() => staged().length === 0, 5_000, "the Worker's staging removed");
+    expect(readRecord(file).pid).toBe(holder.proc.pid);
+    holder.send("release");
+    await holder.nextLine("released");
     const release = await withinMs(acquireLock(file, ONE_SECOND), 10_000, "this process's acquisition");
     await release();
     expect(lockNames(root)).toEqual([]);
