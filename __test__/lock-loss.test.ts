@@ -9,9 +9,14 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, FileLockError, type LockRelease } from "../lib/index.ts";
+import { Child, cleanup as cleanupChildren } from "./fixtures/children.ts";
 import { cleanup, makeRoot, PORTABLE, rejectionOf, sleep, waitUntil } from "./helpers.ts";
+import { FACADE, fixture, rootOrSkip } from "./kernel-helpers.ts";
 
-afterEach(cleanup);
+afterEach(async () => {
+  await cleanupChildren();
+  await cleanup();
+});
 
 /** inotify instances this process holds open. */
 function inotifyInstances(): number {
@@ -120,4 +125,58 @@ describe("onCompromised", () => {
     expect(calls).toHaveLength(1);
     await rejectionOf(release());
   });
+});
+
+describe("a loss watch the kernel refuses (the uid's inotify instances used up)", () => {
+  /** A process of uid 65534 holding every inotify instance that uid may have. */
+  async function exhaustInotify(): Promise<Child> {
+    const hog = new Child("setpriv", [
+      "--reuid=65534",
+      "--regid=65534",
+      "--clear-groups",
+      // The system's Python: a user-installed one (pyenv's shims) may not be readable by uid 65534.
+      "/usr/bin/python3",
+      "-c",
+      [
+        "import ctypes, sys",
+        "libc = ctypes.CDLL(None, use_errno=True)",
+        "fds = []",
+        "while True:",
+        "    fd = libc.inotify_init1(0)",
+        "    if fd < 0: break",
+        "    fds.append(fd)",
+        "print('exhausted', len(fds), ctypes.get_errno(), flush=True)",
+        "sys.stdin.read()",
+      ].join("\n"),
+    ]);
+    const line = await hog.nextLine("exhausted");
+    // EMFILE: the per-uid limit (fs.inotify.max_user_instances), not this process's descriptors.
+    expect(line).toMatch(/^exhausted \d+ 24$/);
+    return hog;
+  }
+
+  for (const how of ["onCompromised", "signal"] as const) {
+    it(`acquireLock still hands over a lock whose loss it reports (${how}), and releases it`, async () => {
+      if (!rootOrSkip("a uid's inotify instances exhausted (setpriv to uid 65534)", ["setpriv", "/usr/bin/python3"])) return;
+      const root = makeRoot();
+      fs.chmodSync(root, 0o777);
+      const file = path.join(root, "state.json");
+      await exhaustInotify();
+      const asNobody = (args: string[]) =>
+        new Child("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, ...args]);
+      const holder = asNobody([fixture("watched-holder.mjs"), FACADE, file, how]);
+      expect(await holder.nextLine()).toBe("held");
+      fs.rmSync(`${file}.lock`, { recursive: true });
+      expect(await holder.nextLine()).toBe("lost EMISSING");
+      holder.send("release");
+      expect(await holder.nextLine()).toBe("release-error EMISSING");
+
+      // And a lock that is not lost is released whole, leaving nothing.
+      const second = asNobody([fixture("watched-holder.mjs"), FACADE, file, how]);
+      expect(await second.nextLine()).toBe("held");
+      second.send("release");
+      expect(await second.nextLine()).toBe("released");
+      expect(fs.readdirSync(root)).toEqual([]);
+    });
+  }
 });

@@ -218,9 +218,11 @@ class LossListeners {
 
   get signal(): AbortSignal {
     if (!this.controller) {
+      // A watch that cannot be made throws here, and no signal is handed
+      // out that would never fire; a later read tries again.
+      if (!this.lost) this.start();
       this.controller = new AbortController();
       if (this.lost) this.controller.abort(this.lost);
-      else this.start();
     }
     return this.controller.signal;
   }
@@ -232,7 +234,9 @@ class LossListeners {
 
   private start(): void {
     if (this.handle !== undefined) return;
-    this.handle = native.watchHeldLockNative(this.generation, (loss) => this.report(lossError(loss)));
+    const started = native.watchHeldLockNative(this.generation, (loss) => this.report(lossError(loss)));
+    if (started.failure) throw errorFromFailure(started.failure);
+    this.handle = started.handle ?? null;
   }
 
   private report(error: FileLockError): void {
@@ -333,7 +337,17 @@ async function acquire(
     throw acquireError(path, resolved, result.failure!, signal, thrown);
   }
   const { generation, lockPath } = result.lock;
-  const release = makeRelease(generation, lockPath, resolved.inlineFastPath, resolved.onCompromised);
+  let release: LockRelease;
+  try {
+    release = makeRelease(generation, lockPath, resolved.inlineFastPath, resolved.onCompromised);
+  } catch (watchError) {
+    // The loss watch `onCompromised` asks for could not be made: the lock
+    // goes back rather than to a caller who was promised that watch.
+    await releaseGeneration(generation, lockPath, false).catch((releaseError: unknown) => {
+      throw new AggregateError([watchError, releaseError], "File lock loss watch and release both failed.");
+    });
+    throw watchError;
+  }
   if (resolved.onAcquired) await runOnAcquired(resolved.onAcquired, release);
   return { release, generation };
 }
@@ -461,7 +475,20 @@ function acquireSync(
   const result = native.acquireLockSyncNative(request, stillRunning);
   if (!result.lock) throw acquireError(path, resolved, result.failure!, undefined, {});
   const { generation, lockPath } = result.lock;
-  const listeners = new LossListeners(generation, resolved.onCompromised);
+  let listeners: LossListeners;
+  try {
+    listeners = new LossListeners(generation, resolved.onCompromised);
+  } catch (watchError) {
+    // As in acquireLock: no lock without the watch that was asked for.
+    const failure = native.releaseLockSyncNative(generation);
+    if (failure) {
+      throw new AggregateError(
+        [watchError, releaseErrorFromFailure(failure, lockPath)],
+        "File lock loss watch and release both failed.",
+      );
+    }
+    throw watchError;
+  }
   const release = equipRelease(
     () => {
       listeners.stop();

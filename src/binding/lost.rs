@@ -6,12 +6,14 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
+use napi::Status;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::{Result, Status};
 use napi_derive::napi;
 
+use crate::binding::lock::LockFailure;
 use crate::lock::lost::{self, Loss, LossWatch};
 use crate::lock::table;
+use crate::sys::errno::{errno_code, errno_text};
 
 /// What the JavaScript callback is told.
 #[napi(object)]
@@ -30,16 +32,28 @@ fn watches() -> &'static Mutex<HashMap<u32, LossWatch>> {
     WATCHES.get_or_init(Mutex::default)
 }
 
+/// How starting a watch went: its handle, or why none could be made.
+#[napi(object)]
+pub struct WatchStart {
+    /// The watch's handle; `null` when the generation is not held
+    /// (released already) or on failure.
+    pub handle: Option<u32>,
+    pub failure: Option<LockFailure>,
+}
+
 /// Starts watching the held `generation` for its loss; `onLost` is called
-/// at most once. Returns the watch's handle, or `null` when the generation
-/// is not held (released already).
+/// at most once.
 #[napi(ts_args_type = "generation: string, onLost: (loss: LockLoss) => void")]
-pub fn watch_held_lock_native(generation: String, on_lost: LossFunction) -> Result<Option<u32>> {
+pub fn watch_held_lock_native(generation: String, on_lost: LossFunction) -> WatchStart {
+    let none = |failure| WatchStart {
+        handle: None,
+        failure,
+    };
     let Ok(id) = generation.parse::<u64>() else {
-        return Ok(None);
+        return none(None);
     };
     let Some(held) = table::held(id) else {
-        return Ok(None);
+        return none(None);
     };
     let lock_path = held.lock_path.to_string_lossy().into_owned();
     let shown = lock_path.clone();
@@ -65,16 +79,23 @@ pub fn watch_held_lock_native(generation: String, on_lost: LossFunction) -> Resu
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(handle, watch);
-            Ok(Some(handle))
+            WatchStart {
+                handle: Some(handle),
+                failure: None,
+            }
         }
-        Err(errno) if errno == rustix::io::Errno::NOENT => Ok(None),
-        Err(errno) => Err(napi::Error::new(
-            Status::GenericFailure,
-            format!(
-                "cannot watch the held lock {shown} for its loss ({})",
-                crate::sys::errno::errno_code(errno)
+        Err(errno) if errno == rustix::io::Errno::NOENT => none(None),
+        Err(errno) => none(Some(LockFailure {
+            code: errno_code(errno).into(),
+            message: format!(
+                "Cannot watch the held lock {shown} for its loss: {} (no descriptor or thread \
+                 could be had for the watch).",
+                errno_text(errno)
             ),
-        )),
+            lock_path: Some(shown),
+            attempts: None,
+            holder: None,
+        })),
     }
 }
 

@@ -695,7 +695,9 @@ impl Attempts {
         }
         let until = Instant::now() + delay;
         loop {
-            let slice = until.saturating_duration_since(Instant::now()).min(CALLER_CHECK);
+            let slice = until
+                .saturating_duration_since(Instant::now())
+                .min(CALLER_CHECK);
             let woken = wait::sleep(self.watch.as_ref(), exit, &self.wake, slice);
             if !caller_wants_it() {
                 return None;

@@ -120,12 +120,19 @@ impl Drop for LossWatch {
 }
 
 /// Watches generation `id` while it is held, and calls `lost` once if it
-/// is lost (at once if it already is). `NOENT` if `id` is not held.
+/// is lost (at once if it already is). `NOENT` if `id` is not held; another
+/// error when no watch can be made at all (no descriptor or thread for it:
+/// the kernel's events, when refused, are replaced by a timer).
 pub fn watch(id: u64, lost: Box<dyn FnOnce(Loss) + Send>) -> Result<LossWatch, Errno> {
     let generation = table::held(id).ok_or(Errno::NOENT)?;
-    let events = HeldEvents::new(generation.parent.as_fd(), generation.root.as_fd())?;
+    let events = HeldEvents::new(generation.parent.as_fd(), generation.root.as_fd());
     let stop = Wake::new();
     stop.arm();
+    // The only way to stop the watch's thread: without it (descriptors
+    // exhausted) the watch cannot be made.
+    if stop.pollable().is_none() {
+        return Err(Errno::MFILE);
+    }
     let stopped = stop.clone();
     std::thread::Builder::new()
         .name("exactlock-held".into())

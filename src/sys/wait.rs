@@ -259,11 +259,28 @@ pub enum HeldEvents {
 impl HeldEvents {
     /// Events about the lock name in `parent` and the published directory
     /// `root`.
-    pub fn new(parent: BorrowedFd<'_>, root: BorrowedFd<'_>) -> Result<HeldEvents, Errno> {
+    ///
+    /// When the kernel will not give a watch (the user's inotify instances
+    /// or watches used up — `fs.inotify.max_user_instances` counts every
+    /// process of the uid —, descriptors exhausted), the timer takes its
+    /// place: the lock is already published, and a watch that looks every
+    /// [`portable::HELD_LOOK_EVERY`] still reports a loss, where failing
+    /// would leave the caller a lock it has no release for.
+    pub fn new(parent: BorrowedFd<'_>, root: BorrowedFd<'_>) -> HeldEvents {
         if platform::is_portable() {
-            return Ok(HeldEvents::Timer);
+            return HeldEvents::Timer;
         }
-        native::HeldEvents::new(parent, root).map(HeldEvents::Kernel)
+        match native::HeldEvents::new(parent, root) {
+            Ok(events) => HeldEvents::Kernel(events),
+            Err(errno) => {
+                crate::debug!(
+                    "no kernel watch for a held lock ({}): looking every {} ms instead",
+                    crate::sys::errno::errno_code(errno),
+                    portable::HELD_LOOK_EVERY.as_millis()
+                );
+                HeldEvents::Timer
+            }
+        }
     }
 
     /// Sleeps until something may have changed, or `stop` is readable;

@@ -285,7 +285,7 @@ mod tests {
             child.kill().unwrap();
             child.wait().unwrap();
             let lock = crate::fs::fsx::open_dir_nofollow(&root.join("f.lock")).unwrap();
-            let held = HeldEvents::new(dir.as_fd(), lock.as_fd()).unwrap();
+            let held = HeldEvents::new(dir.as_fd(), lock.as_fd());
             assert!(matches!(held, HeldEvents::Timer));
             // Nothing happens, and the wait still ends: the timer.
             let stop = Wake::with_fd(wake_fd());
