@@ -16,7 +16,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { acquireLock } from "../lib/index.ts";
+import { acquireLock, withFileLock } from "../lib/index.ts";
 import { cleanup, deadPid, tempRoot } from "./fixtures/children.ts";
 import { dirWithInfo, legacyRecordBytes, lockNames, rootOrSkip, runGc } from "./kernel-helpers.ts";
 
@@ -33,10 +33,15 @@ function unmount(merged: string): void {
  * dir with a dead owner's record in the original format), runs `body` with
  * the merged dir, and unmounts whatever happens.
  */
-async function withOverlay(lockNamesInLower: string[], body: (merged: string) => Promise<void>): Promise<void> {
+async function withOverlay(
+  lockNamesInLower: string[],
+  body: (merged: string) => Promise<void>,
+  dirsInLower: string[] = [],
+): Promise<void> {
   const root = tempRoot("exactlock-overlay-");
   const [lower, upper, work, merged] = ["lower", "upper", "work", "merged"].map((name) => path.join(root, name));
   for (const dir of [lower, upper, work, merged]) fs.mkdirSync(dir!);
+  for (const name of dirsInLower) fs.mkdirSync(path.join(lower!, name));
   for (const name of lockNamesInLower) {
     dirWithInfo(path.join(lower!, name), legacyRecordBytes({ pid: deadPid(), start_time: A_START }));
   }
@@ -80,5 +85,48 @@ describe("overlayfs: a dead owner's lock in the lower layer", () => {
       expect(collected.stdout).toContain(path.join(merged, "other.json.lock"));
       expect(fs.readdirSync(merged)).toEqual([]);
     });
+  });
+});
+
+describe("overlayfs: a parent directory that exists only in the lower layer", () => {
+  // The first publication copies the parent up, and overlayfs then reports
+  // the upper layer's birth time for it: the lock must keep one key.
+  it("is one lock in this process across the copy-up: a nested acquisition is EDEADLK at once, and waiters queue first come first served", async () => {
+    if (!rootOrSkip("overlayfs mount", ["mount", "umount"])) return;
+    await withOverlay(
+      [],
+      async (merged) => {
+        const file = path.join(merged, "sub", "state.json");
+        const started = performance.now();
+        const nested = await withFileLock(file, async () => {
+          try {
+            await withFileLock(file, async () => undefined, { retries: 20, retryDelayMs: 100 });
+            return "acquired inside itself";
+          } catch (error) {
+            return (error as { code?: string }).code;
+          }
+        });
+        expect(nested).toBe("EDEADLK");
+        // At once: not after waiting for itself for the 2 s budget.
+        expect(performance.now() - started).toBeLessThan(1_500);
+
+        // In-process waiters of a lock whose parent the holder's publication copied up queue in call order.
+        const order: string[] = [];
+        const other = path.join(merged, "fresh", "other.json");
+        const release = await acquireLock(other);
+        const waiters = ["first", "second", "third"].map((name) =>
+          withFileLock(other, async () => {
+            order.push(name);
+          }),
+        );
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        await release();
+        await Promise.all(waiters);
+        expect(order).toEqual(["first", "second", "third"]);
+        expect(fs.readdirSync(path.join(merged, "sub"))).toEqual([]);
+        expect(fs.readdirSync(path.join(merged, "fresh"))).toEqual([]);
+      },
+      ["sub", "fresh"],
+    );
   });
 });

@@ -266,7 +266,11 @@ pub fn ctime_ns(stat: &Stat) -> i128 {
 /// (ext4 does), so a directory deleted and recreated at the same path can
 /// get the same `(dev, ino)`; its birth time differs unless both fell in
 /// the same timestamp tick. `0` where the kernel or filesystem does not
-/// report a birth time. Used only for in-process bookkeeping (queues, the
+/// report a birth time, and on overlayfs, which reports the birth time of
+/// the layer the directory lives in now: the lower layer's until its
+/// first change copies it up (a lock's first publication does), the
+/// upper's after — one directory, two birth times, while its device and
+/// inode stay. Used only for in-process bookkeeping (queues, the
 /// once-per-lock debris scan), never as authority to remove anything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DirIdentity {
@@ -286,8 +290,12 @@ pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
         StatxFlags::INO | StatxFlags::BTIME,
     ) {
         Ok(stx) => {
-            let birth_ns = if StatxFlags::from_bits_retain(stx.stx_mask).contains(StatxFlags::BTIME)
-            {
+            let birth_known = StatxFlags::from_bits_retain(stx.stx_mask)
+                .contains(StatxFlags::BTIME)
+                // overlayfs, like every mount without a device of its
+                // own, has major 0: only those pay for the statfs.
+                && !(stx.stx_dev_major == 0 && crate::fs::probe::is_overlayfs(dir));
+            let birth_ns = if birth_known {
                 i128::from(stx.stx_btime.tv_sec) * 1_000_000_000 + i128::from(stx.stx_btime.tv_nsec)
             } else {
                 0

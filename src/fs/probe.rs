@@ -30,7 +30,7 @@ use crate::fs::{caps, fsx};
 mod kind;
 mod notes;
 
-pub use kind::classify;
+pub use kind::{classify, is_overlayfs};
 
 /// The class of `dir`'s filesystem by its `statfs` magic alone: one
 /// syscall, no tries, no mountinfo (what the lock asks on every attempt:

@@ -35,6 +35,14 @@ pub(super) fn statfs_magic(_dir: BorrowedFd<'_>) -> Result<u64, Errno> {
     Ok(0)
 }
 
+/// overlayfs's `statfs` magic (`OVERLAYFS_SUPER_MAGIC`).
+const OVERLAYFS_MAGIC: u64 = 0x794C_7630;
+
+/// Whether `dir` is on overlayfs (never, where the platform has none).
+pub fn is_overlayfs(dir: BorrowedFd<'_>) -> bool {
+    statfs_magic(dir).is_ok_and(|magic| magic == OVERLAYFS_MAGIC)
+}
+
 /// `statfs(2)` magic numbers (linux/magic.h and the filesystems' own
 /// headers): name and class.
 pub(super) const MAGICS: &[(u64, &str, Class)] = &[
@@ -44,7 +52,7 @@ pub(super) const MAGICS: &[(u64, &str, Class)] = &[
     (0x0102_1994, "tmpfs", Class::Local),
     (0x8584_58F6, "ramfs", Class::Local),
     (0x9584_58F6, "hugetlbfs", Class::Local),
-    (0x794C_7630, "overlayfs", Class::Local),
+    (OVERLAYFS_MAGIC, "overlayfs", Class::Local),
     (0xF2F5_2010, "f2fs", Class::Local),
     (0x2FC1_2FC1, "zfs", Class::Local),
     (0xCA45_1A4E, "bcachefs", Class::Local),
