@@ -27,6 +27,7 @@ use std::future::Future;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -52,6 +53,7 @@ use crate::lock::verdict::{HostPolicy, Liveness, Observer, judge, judge_record};
 use crate::lock::volume;
 use crate::sys::errno::{errno_code, errno_text};
 use crate::sys::incarnation::{self, ThisProcess};
+use crate::sys::platform;
 use crate::sys::wait::{self, Cancel, HolderExit, HolderWatch, Wake, Watch};
 
 /// A test seam awaited between parent creation and publication in each
@@ -147,6 +149,10 @@ impl Drop for Claim {
 /// is answered without it.
 const STEP_GRACE: Duration = Duration::from_millis(50);
 
+/// How many graces past the deadline a head that never got a thread to
+/// run on is waited for (see [`Guard::head_stuck`]).
+const STARVED_GRACES: u32 = 20;
+
 /// How long an abort waits for the head to clean up and answer before it
 /// answers for a head stuck in a syscall.
 const ABORT_GRACE: Duration = Duration::from_millis(100);
@@ -239,6 +245,13 @@ impl Drop for QueuePlace {
 #[derive(Default)]
 struct Progress {
     attempts: std::sync::atomic::AtomicU32,
+    /// The thread the head runs on now (see [`Guard::head_stuck`]); 0
+    /// while it has none, or where threads are not told apart.
+    head_thread: std::sync::atomic::AtomicI32,
+    /// Time the head has spent awaiting the test hook on the JavaScript
+    /// thread (a wait for JavaScript, not for the filesystem), and since
+    /// when it awaits it now.
+    in_hook: std::sync::Mutex<(Duration, Option<Instant>)>,
     last_holder: std::sync::Mutex<Option<Holder>>,
 }
 
@@ -246,6 +259,23 @@ impl Progress {
     fn count_attempt(&self) {
         self.attempts
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// All the time spent in the hook up to `now`.
+    fn hook_time(&self, now: Instant) -> Duration {
+        let (done, since) = *self.in_hook.lock().unwrap_or_else(|p| p.into_inner());
+        done + since.map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
+    }
+
+    fn hook_begins(&self) {
+        self.in_hook.lock().unwrap_or_else(|p| p.into_inner()).1 = Some(Instant::now());
+    }
+
+    fn hook_ends(&self) {
+        let mut in_hook = self.in_hook.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(since) = in_hook.1.take() {
+            in_hook.0 += since.elapsed();
+        }
     }
 
     fn saw(&self, holder: Option<Holder>) {
@@ -434,16 +464,22 @@ impl Guard {
     async fn run(&self, mut attempts: Attempts) {
         loop {
             let answer = self.answer.clone();
+            self.progress.head_thread.store(0, Ordering::SeqCst);
+            let progress = self.progress.clone();
             // An asynchronous caller is never blocked: only an abort or a
             // teardown (through `cancel`) stops its head.
-            let mut head =
-                tokio::task::spawn_blocking(move || contend(attempts, &*answer, &|| true));
+            let mut head = tokio::task::spawn_blocking(move || {
+                progress
+                    .head_thread
+                    .store(platform::native::this_thread(), Ordering::SeqCst);
+                contend(attempts, &*answer, &|| true)
+            });
             let cancel = self.options.cancel.clone();
             // The head settles a spent budget itself; this only covers a
             // head stuck in a syscall, one retry delay (at least
-            // STEP_GRACE) later.
-            let give_up =
-                self.deadline.max(Instant::now()) + self.options.retry_delay.max(STEP_GRACE);
+            // STEP_GRACE) after the deadline.
+            let not_before = self.deadline.max(Instant::now());
+            let grace = self.options.retry_delay.max(STEP_GRACE);
             let ended = tokio::select! {
                 biased;
                 ended = &mut head => ended,
@@ -451,7 +487,7 @@ impl Guard {
                     self.abort(head).await;
                     return;
                 }
-                _ = tokio::time::sleep_until(give_up.into()) => {
+                _ = self.head_stuck(not_before, grace) => {
                     self.answer.settle(Err(self.budget_spent()));
                     return;
                 }
@@ -478,6 +514,60 @@ impl Guard {
                 return;
             }
             wait::until_signalled(&self.wake, &self.options.cancel, remaining).await;
+        }
+    }
+
+    /// Resolves once the head, from `not_before` on, has not come back for
+    /// `grace` of time in which its thread could run: the wall time less
+    /// what the thread spent runnable but waiting for a CPU. A head stuck
+    /// in a syscall (a dead server) does not wait for a CPU, so its time
+    /// counts in full; one that is merely not scheduled on a loaded
+    /// machine is not stuck, and answering for it would report a
+    /// filesystem that "did not answer" while a holder was there to see.
+    /// Time the head spends awaiting the test hook (`afterParentMkdir`,
+    /// run on the JavaScript thread) does not count either.
+    /// Where the system keeps no such account (macOS), wall time counts;
+    /// and a head that is not running yet (no thread for it) is waited
+    /// for at most [`STARVED_GRACES`] graces.
+    async fn head_stuck(&self, not_before: Instant, grace: Duration) {
+        tokio::time::sleep_until(not_before.into()).await;
+        let head_wait = || {
+            let thread = self.progress.head_thread.load(Ordering::SeqCst);
+            if thread == 0 {
+                return None;
+            }
+            platform::native::runqueue_wait(thread).map(|waited| (thread, waited))
+        };
+        let accounted = platform::native::this_thread() != 0;
+        let from = Instant::now();
+        let mut baseline = head_wait();
+        let mut hook_before = self.progress.hook_time(from);
+        let mut able = Duration::ZERO;
+        let mut counted_to = from;
+        loop {
+            tokio::time::sleep(grace.saturating_sub(able).max(Duration::from_millis(1))).await;
+            let now = Instant::now();
+            let span = now - counted_to;
+            let current = head_wait();
+            let waited_for_cpu = match (baseline, current) {
+                _ if !accounted => Duration::ZERO,
+                (Some((before, waited_before)), Some((thread, waited))) if before == thread => {
+                    waited.saturating_sub(waited_before).min(span)
+                }
+                // The head had no thread at one end of the span: it was
+                // waiting for one.
+                _ => span,
+            };
+            // Time spent awaiting JavaScript (the test hook) is no syscall.
+            let hook_now = self.progress.hook_time(now);
+            let in_hook = hook_now.saturating_sub(hook_before);
+            hook_before = hook_now;
+            able += span.saturating_sub(waited_for_cpu + in_hook);
+            counted_to = now;
+            baseline = current;
+            if able >= grace || now - from >= grace * STARVED_GRACES {
+                return;
+            }
         }
     }
 
@@ -770,9 +860,12 @@ impl Attempts {
         };
         self.make_parent()?;
         let runtime = tokio::runtime::Handle::current();
-        runtime
+        self.progress.hook_begins();
+        let outcome = runtime
             .block_on(hook(self.lock_path.to_string_lossy().into_owned()))
-            .map_err(AcquireError::Hook)
+            .map_err(AcquireError::Hook);
+        self.progress.hook_ends();
+        outcome
     }
 
     /// Settles a spent budget: the holder as last seen (looked at now if

@@ -12,7 +12,10 @@ use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 pub use events::{HeldEvents, HolderWatch, NameWatch, holder_exit, sleep, wake_fd};
-pub use procfs::{boot_id, boot_secs, pid_ns, probe, start_secs, start_secs_of, start_ticks};
+pub use procfs::{
+    boot_id, boot_secs, pid_ns, probe, runqueue_wait, start_secs, start_secs_of, start_ticks,
+    this_thread,
+};
 
 use super::{OwnStart, ProcMissing};
 

@@ -308,9 +308,41 @@ pub fn pid_ns() -> Option<u64> {
     fs::stat("/proc/self/ns/pid").ok().map(|stat| stat.st_ino)
 }
 
+/// The calling thread's id, for [`runqueue_wait`].
+pub fn this_thread() -> i32 {
+    rustix::thread::gettid().as_raw_nonzero().get()
+}
+
+/// How long thread `tid` of this process has, in all, been runnable but
+/// waiting for a CPU (the second field of its `schedstat`, in
+/// nanoseconds); `None` when it cannot be read (the thread is gone). A
+/// kernel that keeps no such account reads 0 throughout.
+pub fn runqueue_wait(tid: i32) -> Option<std::time::Duration> {
+    let bytes = read_proc_file(&format!("/proc/self/task/{tid}/schedstat"), 256)?;
+    parse_runqueue_wait(&bytes)
+}
+
+/// The run-queue wait of a `schedstat` line: `<on cpu ns> <waiting ns> <slices>`.
+pub(crate) fn parse_runqueue_wait(bytes: &[u8]) -> Option<std::time::Duration> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let waiting = text.split_ascii_whitespace().nth(1)?.parse::<u64>().ok()?;
+    Some(std::time::Duration::from_nanos(waiting))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runqueue_wait_is_the_second_schedstat_field_and_this_thread_has_one() {
+        assert_eq!(
+            parse_runqueue_wait(b"405288864 113616538 1005\n"),
+            Some(std::time::Duration::from_nanos(113_616_538))
+        );
+        assert_eq!(parse_runqueue_wait(b"405288864\n"), None);
+        assert_eq!(parse_runqueue_wait(b"1 x 3\n"), None);
+        assert!(runqueue_wait(this_thread()).is_some());
+    }
 
     #[test]
     fn parse_btime_finds_the_line() {
