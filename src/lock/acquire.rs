@@ -1144,7 +1144,11 @@ impl Attempts {
                 crate::debug!("reclaimed {}", self.lock_path.display());
                 return Ok(Judged::Won(published));
             }
-            Ok(Takeover::NotJudged) | Ok(Takeover::Vanished) => return Ok(Judged::Retry),
+            // `ENOENT`: our staging (or the parent) vanished before the
+            // exchange; nothing was swapped.
+            Ok(Takeover::NotJudged)
+            | Ok(Takeover::Vanished)
+            | Err(PublishError::Os(Errno::NOENT)) => return Ok(Judged::Retry),
             Ok(Takeover::Undeletable(code)) => {
                 return Ok(Judged::Held(self.holder_now(parent).unremovable(code)));
             }
