@@ -22,6 +22,7 @@ import { Child, cleanup, deadPid, spawnHolder, spawnSleeper, tempRoot } from "./
 import { waitUntil } from "./helpers.ts";
 import {
   bootId,
+  CLI,
   contentOf,
   dirWithInfo,
   fixture,
@@ -147,5 +148,66 @@ describe("debris a killed publisher or reclaimer leaves", () => {
     expect({ left: lockNames(root, "state.json") }).toEqual({ left: [path.basename(liveStaging)] });
     expect(debris.filter((d) => fs.existsSync(d))).toEqual([]);
     expect(contentOf(liveStaging)).toEqual(liveBefore);
+  });
+});
+
+/**
+ * Issue 19, item 7: a staging directory without a record (empty, or only
+ * an empty `info`) whose name's pid is dead, just made. Upstream 0.17 reaps
+ * it at once; so does exactlock, where the death is proven in its pid
+ * namespace (the pid is dead here, and no live exactlock publisher — in any
+ * namespace — holds the directory's `flock`). A live pid's is kept and
+ * reported alive.
+ */
+describe("a just-made staging directory without a record", () => {
+  /** The dir with its mtime an hour ahead: just made, however slowly the run goes. */
+  const justMade = (dir: string, emptyInfo: boolean): string => {
+    fs.mkdirSync(dir, { mode: 0o700 });
+    if (emptyInfo) fs.writeFileSync(path.join(dir, "info"), "");
+    const ahead = new Date(Date.now() + 3_600_000);
+    fs.utimesSync(dir, ahead, ahead);
+    return dir;
+  };
+
+  async function plant(root: string) {
+    const lock = path.join(root, "state.json.lock");
+    const dead = deadPid();
+    const live = await spawnSleeper();
+    const deadOnes = [
+      justMade(`${lock}.pending.${dead}.${randomUUID()}`, false),
+      justMade(`${lock}.pending.${dead}.${randomUUID()}`, true),
+    ];
+    const liveOne = justMade(`${lock}.pending.${live.pid}.${randomUUID()}`, false);
+    return { deadOnes, liveOne, livePid: live.pid };
+  }
+
+  it("a dead pid's is gone after the next acquisition of F in a new process; a live pid's stays", async () => {
+    const root = tempRoot("exactlock-debris-");
+    const { deadOnes, liveOne } = await plant(root);
+    expect(await freshAcquisition(path.join(root, "state.json"))).toMatchObject({ ok: true });
+    expect(deadOnes.filter((dir) => fs.existsSync(dir))).toEqual([]);
+    expect(lockNames(root, "state.json")).toEqual([path.basename(liveOne)]);
+  });
+
+  it("a dead pid's is removed by `exactlock gc` at once; a live pid's is kept and reported alive", async () => {
+    const root = tempRoot("exactlock-debris-");
+    const { deadOnes, liveOne, livePid } = await plant(root);
+    const child = new Child(process.execPath, [CLI, "gc", root, "--json"]);
+    let stdout = "";
+    child.proc.stdout!.on("data", (chunk: string) => (stdout += chunk));
+    const { code } = await child.exited;
+    expect(code, child.stderr).toBe(0);
+    const decisions: { lockPath: string; action: string; reason: string; pid?: number; holder?: string }[] =
+      JSON.parse(stdout).decisions;
+    const byPath = new Map(decisions.map((decision) => [decision.lockPath, decision]));
+    for (const dir of deadOnes) expect(byPath.get(dir)).toMatchObject({ action: "removed", reason: "removed" });
+    expect(byPath.get(liveOne)).toMatchObject({
+      action: "kept",
+      reason: "file_lock_staging_owner_alive",
+      pid: livePid,
+      holder: `staging directory of pid ${livePid} (alive)`,
+    });
+    expect(deadOnes.filter((dir) => fs.existsSync(dir))).toEqual([]);
+    expect(lockNames(root, "state.json")).toEqual([path.basename(liveOne)]);
   });
 });

@@ -18,8 +18,10 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, FileLockAcquireError } from "../lib/index.ts";
+import { clearFaultsForTesting, injectDelayForTesting } from "../lib/testing.ts";
 import { Child, cleanup, spawnHolder, tempRoot } from "./fixtures/children.ts";
-import { fixture, lockNames, rootOrSkip } from "./kernel-helpers.ts";
+import { waitUntil } from "./helpers.ts";
+import { FACADE, fixture, lockNames, rootOrSkip } from "./kernel-helpers.ts";
 
 afterEach(cleanup);
 
@@ -114,5 +116,43 @@ describe("pid namespaces: a dead holder of the reader's own namespace is still r
     expect(outcome.recordPid).toBe(outcome.self); // the reclaimer's own (namespace-local) pid
     expect(outcome.holderPid).not.toBe(outcome.self);
     expect(lockNames(root, "state.json")).toEqual([]);
+  });
+});
+
+/**
+ * Issue 19, item 7, the other side: a staging directory without a record
+ * is reaped at once when its name's pid is dead in the reaper's namespace
+ * and nobody holds its `flock`. A live publisher of ANOTHER namespace is
+ * exactly such a pid (the name's pid does not exist there): it holds its
+ * staging's `flock` until its record is written, and the reaper leaves the
+ * directory to it.
+ */
+describe("pid namespaces: a live publisher's staging seen from a child pid namespace", () => {
+  it("a reaper there, to which the staging's pid is dead, leaves the unwritten staging to it (busy); the publisher then publishes", async () => {
+    if (!rootOrSkip("reaper in a child pid namespace (unshare --pid)", ["unshare"])) return;
+    const root = tempRoot("exactlock-pidns-");
+    const file = path.join(root, "unwritten.json");
+    const lockPath = `${file}.lock`;
+    const prefix = `unwritten.json.lock.pending.${process.pid}.`;
+    // This process's publication stalls between making its staging (and
+    // taking its flock) and writing its record.
+    injectDelayForTesting("publish.unwritten", 5_000, "unwritten.json", 1);
+    try {
+      const acquiring = acquireLock(file, { inlineFastPath: false });
+      await waitUntil(() => fs.readdirSync(root).some((name) => name.startsWith(prefix)), 10_000, "the staging");
+      const staging = path.join(root, fs.readdirSync(root).find((name) => name.startsWith(prefix))!);
+      const script = `require(${JSON.stringify(FACADE)}).reapOrphanedLockStagingDirs(process.argv[1]).then((r) => console.log(JSON.stringify(r)))`;
+      const reaper = new Child("unshare", [...UNSHARE_PID, process.execPath, "-e", script, lockPath]);
+      const seen = JSON.parse(await reaper.nextLine("{"));
+      // The reaper looked while the record was still unwritten.
+      expect(fs.readdirSync(staging)).toEqual([]);
+      expect(seen).toEqual({ removed: [], retained: [{ path: staging, status: "unknown", removed: false, reason: "busy" }] });
+      const release = await acquiring;
+      expect(JSON.parse(readInfo(file)).pid).toBe(process.pid);
+      await release();
+      expect(lockNames(root, "unwritten.json")).toEqual([]);
+    } finally {
+      clearFaultsForTesting();
+    }
   });
 });

@@ -25,17 +25,17 @@ import {
   reapOrphanedLockStagingDirs,
   withFileLock,
 } from "../lib/index.ts";
-import { cleanup, deadPid, tempRoot } from "./fixtures/children.ts";
+import { Child, cleanup, deadPid, spawnSleeper, tempRoot } from "./fixtures/children.ts";
 
 afterEach(cleanup);
 
 const UUID = "12345678-1234-1234-1234-123456789abc";
 
 /**
- * `<root>/index.jsonl.lock.pending.<pid>.<uuid>`, with `info` unless `null`.
- * An empty one is backdated an hour: left by a process killed long ago (a
- * fresh empty one may be a live publisher's of another pid namespace, which
- * exactlock does not judge by its name's pid until it is a second old).
+ * `<root>/index.jsonl.lock.pending.<pid>.<uuid>`, with `info` unless `null`,
+ * made just now, as upstream's fixture makes it (its empty ones too: a
+ * dead pid's is reaped at once, see "a staging directory without a record,
+ * just made" below).
  */
 function fixture(pid: number, info: object | string | null = { pid, timestamp: 1 }, uuid = UUID) {
   const root = tempRoot("staging-orphan-");
@@ -43,13 +43,7 @@ function fixture(pid: number, info: object | string | null = { pid, timestamp: 1
   const staging = `${file}.lock.pending.${pid}.${uuid}`;
   fs.mkdirSync(staging, { mode: 0o700 });
   if (info !== null) fs.writeFileSync(path.join(staging, "info"), typeof info === "string" ? info : JSON.stringify(info));
-  else backdate(staging);
   return { root, file, lockPath: `${file}.lock`, staging };
-}
-
-function backdate(dir: string): void {
-  const hourAgo = new Date(Date.now() - 3_600_000);
-  fs.utimesSync(dir, hourAgo, hourAgo);
 }
 
 /** A probe that answers `status` and counts its calls. */
@@ -183,16 +177,6 @@ describe("staging orphan reaper", () => {
     });
   }
 
-  it("a dead name's empty staging less than a second old is kept (a publisher of another pid namespace may be filling it)", async () => {
-    const { staging } = fixture(deadPid(), null);
-    fs.utimesSync(staging, new Date(), new Date());
-    expect(await inspectFileLockStagingDir(staging, undefined, true)).toMatchObject({
-      removed: false,
-      reason: "recently_created",
-    });
-    expect(fs.existsSync(staging)).toBe(true);
-  });
-
   it("a dead owner's staging is removed by inspectFileLockStagingDir with remove, and only reported without", async () => {
     const { staging } = fixture(deadPid());
     expect(await inspectFileLockStagingDir(staging)).toMatchObject({
@@ -215,7 +199,6 @@ describe("staging orphan reaper", () => {
     for (let index = 1; index < 65; index += 1) {
       const uuid = `${index.toString(16).padStart(8, "0")}-1234-1234-1234-123456789abc`;
       fs.mkdirSync(`${lockPath}.pending.${dead}.${uuid}`);
-      backdate(`${lockPath}.pending.${dead}.${uuid}`);
     }
     const pending = () => fs.readdirSync(root).filter((name) => name.includes(".pending."));
     expect(pending()).toHaveLength(65);
@@ -223,5 +206,101 @@ describe("staging orphan reaper", () => {
     expect(pending()).toHaveLength(1);
     expect((await reapOrphanedLockStagingDirs(lockPath)).removed).toHaveLength(1);
     expect(pending()).toEqual([]);
+  });
+});
+
+/**
+ * Stamps `dir` an hour ahead of the clock: a directory the reaper sees as
+ * just made however slowly this run goes (its age counts from the newest
+ * mtime in it). Before issue 19 such a directory without a record was
+ * kept while under a second old, whatever its name's pid.
+ */
+function justMade(dir: string): void {
+  const ahead = new Date(Date.now() + 3_600_000);
+  fs.utimesSync(dir, ahead, ahead);
+}
+
+/**
+ * Issue 19, item 7: upstream 0.17 reaps a staging directory without a
+ * record (empty, or holding only an empty `info`) at once when its name's
+ * pid is dead. exactlock does too whenever that is proven in this pid
+ * namespace: the name's pid is dead here and the reaper takes the
+ * directory's free `flock` (every live exactlock publisher, in any pid
+ * namespace, holds it until its record is written). A live pid's, or one
+ * a probe answers alive or unknown for, is kept and reported so.
+ */
+describe("a staging directory without a record, just made", () => {
+  for (const [label, info] of [
+    ["no info", null],
+    ["an empty info", ""],
+  ] as const) {
+    it(`#119 the next acquisition reaps a dead pid's at once (${label})`, async () => {
+      const { file, staging } = fixture(deadPid(), info);
+      justMade(staging);
+      expect(await withFileLock(file, async () => "acquired")).toBe("acquired");
+      expect(fs.existsSync(staging)).toBe(false);
+    });
+
+    it(`#120 reapOrphanedLockStagingDirs reaps a dead pid's at once (${label})`, async () => {
+      const { lockPath, staging } = fixture(deadPid(), info);
+      justMade(staging);
+      expect(await reapOrphanedLockStagingDirs(lockPath)).toEqual({ removed: [staging], retained: [] });
+      expect(fs.existsSync(staging)).toBe(false);
+    });
+  }
+
+  for (const status of ["alive", "unknown"] as const) {
+    it(`#123 a dead name's is kept and reported with the probe's answer: ${status}`, async () => {
+      const { staging } = fixture(deadPid(), null);
+      justMade(staging);
+      const { probe, calls } = spy(status);
+      const result = await inspectFileLockStagingDir(staging, probe, true);
+      expect(result).toMatchObject({ status, removed: false, reason: `file_lock_staging_owner_${status}` });
+      expect(calls).toHaveLength(1);
+      expect(fs.existsSync(staging)).toBe(true);
+    });
+  }
+
+  it("a probe answering dead for it removes it at once", async () => {
+    const { staging } = fixture(deadPid(), null);
+    justMade(staging);
+    expect(await inspectFileLockStagingDir(staging, () => "dead", true)).toMatchObject({
+      status: "dead",
+      removed: true,
+      reason: "removed",
+    });
+    expect(fs.existsSync(staging)).toBe(false);
+  });
+
+  it("a live pid's is kept and reported alive, by the reaper and by an acquisition", async () => {
+    const live = await spawnSleeper();
+    const { file, lockPath, staging } = fixture(live.pid, null);
+    justMade(staging);
+    expect(await reapOrphanedLockStagingDirs(lockPath)).toEqual({
+      removed: [],
+      retained: [
+        { path: staging, pid: live.pid, status: "alive", removed: false, reason: "file_lock_staging_owner_alive" },
+      ],
+    });
+    expect(await inspectFileLockStagingDir(staging)).toMatchObject({ status: "alive", removed: false });
+    await withFileLock(file, async () => {});
+    expect(fs.existsSync(staging)).toBe(true);
+  });
+
+  it("a dead name's whose flock another process holds (a live publisher of another pid namespace) is kept until that process is gone", async () => {
+    const { lockPath, staging } = fixture(deadPid(), null);
+    justMade(staging);
+    // One process holding LOCK_EX on the directory (flock(1) on a
+    // descriptor the shell keeps across its exec), as exactlock's publisher
+    // does between its mkdir and its record's write.
+    const publisher = new Child("sh", ["-c", 'exec 9<"$1"; flock -x 9; echo locked; exec sleep 30', "sh", staging]);
+    await publisher.nextLine("locked");
+    expect(await reapOrphanedLockStagingDirs(lockPath)).toEqual({
+      removed: [],
+      retained: [{ path: staging, status: "unknown", removed: false, reason: "busy" }],
+    });
+    publisher.proc.kill("SIGKILL");
+    await publisher.exited;
+    expect(await reapOrphanedLockStagingDirs(lockPath)).toEqual({ removed: [staging], retained: [] });
   });
 });

@@ -25,7 +25,11 @@ export interface FileLockStagingResult {
    * `unverified_staging_directory`, `enoent_already_gone`,
    * `host_qualified_staging_owner`, `in_process_staging_owner`,
    * `file_lock_staging_owner_alive|dead|unknown`, `busy` (someone is working
-   * on it), or the removal's outcome (`removed`, `owner_changed`, `cleanup_failed`).
+   * on it: a remover, a reclaimer, a publisher still writing its record),
+   * `recently_created` (no record yet and its name's pid is dead, but on a
+   * filesystem without `flock`, where that proves nothing until it is a
+   * second old), or the removal's outcome (`removed`, `owner_changed`,
+   * `cleanup_failed`).
    */
   reason: string;
 }
@@ -68,14 +72,17 @@ export async function inspectFileLockStagingDir(
   const removing = validateOptionalBoolean(remove, "remove") ?? false;
   if (!ask) return resultOf(await native.inspectStagingDirNative(checked, removing));
   const first = await native.inspectStagingDirNative(checked, false);
-  if (first.pid == null || !first.root || !first.reason.startsWith("file_lock_staging_owner_")) {
-    return resultOf(first);
-  }
+  // The probe answers for the owner whenever the kernel's answer is what
+  // decides: also for a young directory without a record whose owner's
+  // death cannot be proven here (no flock), so its alive/unknown is reported.
+  const judged = first.reason.startsWith("file_lock_staging_owner_") || first.reason === "recently_created";
+  if (first.pid == null || !first.root || !judged) return resultOf(first);
   const status = await ask(first.pid);
-  if (status !== "dead" || !removing) {
-    return { ...resultOf(first), status, reason: `file_lock_staging_owner_${status}` };
-  }
-  return resultOf(await native.inspectStagingDirNative(checked, true, status, first.root));
+  if (status !== "dead") return { ...resultOf(first), status, reason: `file_lock_staging_owner_${status}` };
+  // Dead by the probe: the core decides again with that answer, bound to
+  // the directory the probe was asked about (and keeps a young one without
+  // a record where that death is not proven).
+  return resultOf(await native.inspectStagingDirNative(checked, removing, status, first.root));
 }
 
 /**

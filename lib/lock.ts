@@ -47,9 +47,11 @@ export function injectFaultForTesting(step: string, code: string, times?: number
 }
 
 /**
- * Makes a native step (`attempt`, `release`, `parent.created`) stall for
- * `ms` milliseconds on lock or directory names containing `only`, `times`
- * times or always (tests only): a slow filesystem, or a window for a race.
+ * Makes a native step (`attempt`, `release`, `parent.created`,
+ * `publish.unwritten`: a staging directory made but its record not yet
+ * written) stall for `ms` milliseconds on lock or directory names
+ * containing `only`, `times` times or always (tests only): a slow
+ * filesystem, or a window for a race.
  */
 export function injectDelayForTesting(step: string, ms: number, only?: string, times?: number): void {
   validateString(step, "step");

@@ -549,6 +549,32 @@ pub fn tagged_name(base: &OsStr, tag: &str) -> OsString {
     with_suffix(base, &suffix)
 }
 
+/// The most bytes one name (a path component) may have: `NAME_MAX` of
+/// every filesystem exactlock is tested on, and of macOS.
+pub const NAME_MAX: usize = 255;
+
+/// The most bytes per name the filesystem of `dir` allows, as it says
+/// (`f_namemax`); `None` when it does not say.
+pub fn name_max_of(dir: BorrowedFd<'_>) -> Option<usize> {
+    let limit = fs::fstatvfs(dir).ok()?.f_namemax;
+    (limit > 0).then(|| usize::try_from(limit).ok()).flatten()
+}
+
+/// The length in bytes of the longest name [`tagged_name`] can make from a
+/// base of `base_len` bytes and `tag`, in any process of this system: the
+/// pid at its widest ([`platform::native::PID_MAX_DIGITS`]), so a base that
+/// fits in one process fits in every other.
+pub fn longest_tagged_len(base_len: usize, tag: &str) -> usize {
+    const UUID_LEN: usize = 36;
+    base_len
+        + ".".len()
+        + tag.len()
+        + ".".len()
+        + platform::native::PID_MAX_DIGITS
+        + ".".len()
+        + UUID_LEN
+}
+
 /// Splits a name made by [`tagged_name`] with `tag` into its base and pid:
 /// `None` unless it has exactly that shape (a positive pid without leading
 /// zeros, a lowercase hyphenated uuid). The base is what precedes the last
@@ -774,6 +800,19 @@ mod tests {
             assert!(second.birth_ns > first.birth_ns);
         }
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn the_longest_tagged_name_counts_the_widest_pid() {
+        let base = OsStr::new("state.json.lock");
+        let made = tagged_name(base, "removing").len();
+        let widest = platform::native::PID_MAX_DIGITS;
+        let ours = std::process::id().to_string().len();
+        assert!(ours <= widest);
+        assert_eq!(
+            longest_tagged_len(base.len(), "removing"),
+            made + widest - ours
+        );
     }
 
     #[test]

@@ -40,6 +40,7 @@ use crate::fs::tree::{self, TreeSnapshot};
 use crate::lock::debris;
 use crate::lock::fastpath;
 use crate::lock::guard::{self, Guarded};
+use crate::lock::names;
 use crate::lock::observe::{Observation, Owner, glance_record, observe};
 use crate::lock::publish::{
     PastCache, Publication, PublishError, Published, Staged, StagedPublication, Takeover, publish,
@@ -178,7 +179,7 @@ pub fn arrive(file_path: &Path) -> table::Arrival {
 /// `<file>.lock`.
 pub fn lock_path_of(file_path: &Path) -> PathBuf {
     let mut bytes = file_path.as_os_str().to_os_string().into_vec();
-    bytes.extend_from_slice(b".lock");
+    bytes.extend_from_slice(names::LOCK_SUFFIX.as_bytes());
     PathBuf::from(OsString::from_vec(bytes))
 }
 
@@ -827,6 +828,10 @@ impl Attempts {
         let lock_path = lock_path_of(&options.file_path);
         let (parent_path, lock_name) = fsx::split_final(&lock_path)
             .map_err(|errno| io_error(&lock_path, errno, "the lock path has no final name"))?;
+        // Before anything touches the disk (not even a missing parent is
+        // made): a name whose quarantine would not fit publishes a lock no
+        // release can remove.
+        names::check(&lock_name).map_err(|too_long| name_too_long(&lock_path, too_long))?;
         let this = incarnation::this_process().map_err(|_| proc_missing(&lock_path))?;
         let budget = Duration::from_secs_f64(budget_secs(
             options.retries,
@@ -965,6 +970,9 @@ impl Attempts {
 
     fn publish_error(&self, error: PublishError) -> AcquireError {
         match error {
+            // The staging name is longer than this filesystem allows (its
+            // limit is below the NAME_MAX the names were checked against).
+            PublishError::Os(Errno::NAMETOOLONG) => self.name_too_long_here(),
             PublishError::Os(errno) => self.io(errno, "cannot stage the lock record"),
             PublishError::Rename(code) => AcquireError::Io {
                 lock_path: self.lock_path.clone(),
@@ -1282,7 +1290,11 @@ impl Attempts {
                 crate::debug!("reclaimed {}", self.lock_path.display());
                 return Ok(Judged::Won(published));
             }
-            Ok(Takeover::NotJudged) | Ok(Takeover::Vanished) => return Ok(Judged::Retry),
+            // `ENOENT`: our staging (or the parent) vanished before the
+            // exchange; nothing was swapped.
+            Ok(Takeover::NotJudged)
+            | Ok(Takeover::Vanished)
+            | Err(PublishError::Os(Errno::NOENT)) => return Ok(Judged::Retry),
             Ok(Takeover::Undeletable(code)) => {
                 return Ok(Judged::Held(self.holder_now(parent).unremovable(code)));
             }
@@ -1349,6 +1361,61 @@ impl Attempts {
 
     fn io(&self, errno: Errno, what: &str) -> AcquireError {
         io_error(&self.lock_path, errno, what)
+    }
+
+    /// The filesystem refused the staging name as too long: its own limit
+    /// per name is below [`fsx::NAME_MAX`]. Said with that limit (asked of
+    /// the filesystem now, where it answers) and the longest file name it
+    /// leaves.
+    fn name_too_long_here(&self) -> AcquireError {
+        let limit = fsx::open_anchor(&self.parent_path)
+            .ok()
+            .and_then(|parent| fsx::name_max_of(parent.as_fd()));
+        let (limit, longest) = match limit {
+            Some(limit) => (
+                format!("{limit} bytes"),
+                format!("{} bytes", names::longest_file_name(limit)),
+            ),
+            None => (
+                format!("fewer than {} bytes", fsx::NAME_MAX),
+                "shorter".to_string(),
+            ),
+        };
+        AcquireError::Io {
+            lock_path: self.lock_path.clone(),
+            code: errno_code(Errno::NAMETOOLONG),
+            message: format!(
+                "Failed to acquire file lock at {}: the filesystem refused the staging name \
+                 `<name>.lock.pending.<pid>.<uuid>` as too long: it allows {limit} per name, so \
+                 the longest file name exactlock can lock there is {longest} (the file name is {} \
+                 bytes); shorten the file name, or lock a file on another filesystem.",
+                self.lock_path.display(),
+                self.lock_name
+                    .len()
+                    .saturating_sub(names::LOCK_SUFFIX.len()),
+            ),
+        }
+    }
+}
+
+/// A file name too long for the names derived from it (see
+/// [`names`]): refused before anything touched the disk.
+fn name_too_long(lock_path: &Path, too_long: names::TooLong) -> AcquireError {
+    let longest = names::longest_file_name(fsx::NAME_MAX);
+    AcquireError::Io {
+        lock_path: lock_path.to_path_buf(),
+        code: errno_code(Errno::NAMETOOLONG),
+        message: format!(
+            "Failed to acquire file lock at {}: the file name is {} bytes, and the longest \
+             exactlock can lock is {longest} bytes: the names it derives from it (the lock \
+             `<name>.lock`, its staging `<name>.lock.pending.<pid>.<uuid>` and quarantine \
+             `<name>.lock.removing.<pid>.<uuid>`) must each fit the limit of {} bytes per name \
+             (NAME_MAX) for any pid of up to {} digits; shorten the file name.",
+            lock_path.display(),
+            too_long.file_name_len,
+            fsx::NAME_MAX,
+            crate::sys::platform::native::PID_MAX_DIGITS,
+        ),
     }
 }
 

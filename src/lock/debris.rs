@@ -13,16 +13,28 @@
 //!   original module.
 //!
 //! A candidate is removed only when its content proves it is a lock's and
-//! its owner is proven gone: exactly one regular file `info` holding a valid
-//! record whose owner is dead (the record's pid is authoritative over the
-//! name's, and the record says which boot and pid namespace it means), or
-//! an empty directory (or one holding only an empty `info`, a publisher
-//! killed between creating its record and writing it) whose name's pid is
-//! dead and which has not changed for [`UNWRITTEN_MIN_AGE`]: a name's pid
-//! carries no namespace, and a live publisher in another pid namespace
-//! (whose pid this reader cannot see) fills its directory far sooner. And only while
-//! nobody works on it: removers and reclaimers hold a `flock` on the tree
-//! they act on, and a candidate whose `flock` is taken is left to them.
+//! its owner is proven gone, and only while nobody works on it: removers
+//! and reclaimers hold a `flock` on the tree they act on, and a candidate
+//! whose `flock` is taken is left to them (`busy`). The content is either
+//! - exactly one regular file `info` holding a valid record whose owner is
+//!   dead (the record's pid is authoritative over the name's, and the
+//!   record says which boot and pid namespace it means), or
+//! - nothing yet: an empty directory, or one holding only an empty `info`
+//!   (a publisher killed between its `mkdir` and its record's write).
+//!   Its owner is the name's pid, which carries no pid namespace: dead
+//!   here, it may still be a live publisher of another namespace. Every
+//!   exactlock publisher holds its staging directory's `flock` until its
+//!   record is written, and every remover its quarantine's, in any
+//!   namespace (see [`crate::lock::publish`]); so when this reaper takes
+//!   the free `flock` and the name's pid is dead here, no live exactlock
+//!   process is filling the directory, and it is removed at once, as
+//!   upstream 0.17 does. Where the filesystem has no `flock`, that is not
+//!   provable, and the directory is removed only once nothing in it has
+//!   changed for [`UNWRITTEN_MIN_AGE`] (a live publisher fills its
+//!   directory far sooner); until then it is kept as `recently_created`.
+//!   A live or unknown pid (the kernel's answer, or a caller's probe) is
+//!   kept and reported as such, however young the directory.
+//!
 //! The removal is identity-bound (the snapshot taken before the verdict).
 //! Anything else — a user's directory, a symlink, a file, a malformed
 //! record, a live or unknown owner, another host's record — is kept, and
@@ -39,6 +51,7 @@ use rustix::io::Errno;
 
 use crate::fs::fsx::{self, DirIdentity};
 use crate::fs::tree::{self, QUARANTINE_TAG, TreeSnapshot};
+use crate::lock::acquire::now_ns;
 use crate::lock::identity::{info_entry, is_empty_dir};
 use crate::lock::observe::{Observation, Owner, observe};
 use crate::lock::publish::STAGING_TAG;
@@ -48,7 +61,8 @@ use crate::lock::verdict::{HostPolicy, Liveness, Observer, liveness_of};
 const LEGACY_QUARANTINE_SUFFIX: &[u8] = b".removing";
 
 /// How long an unwritten (empty) candidate must have been left unchanged
-/// before its name's pid may be judged.
+/// before its name's dead pid proves it abandoned, where the filesystem
+/// has no `flock` to prove it at once.
 pub const UNWRITTEN_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// At most this many candidates are examined per scan of one lock, so a
@@ -104,8 +118,10 @@ pub struct Decision {
     /// Why, in the vocabulary of upstream 0.17's staging reaper where it
     /// has a word: `unverified_staging_directory`, `enoent_already_gone`,
     /// `host_qualified_staging_owner`, `in_process_staging_owner`,
-    /// `file_lock_staging_owner_{alive,dead,unknown}`, `busy`, or the
-    /// removal's outcome (`removed`, `owner_changed`, `cleanup_failed`).
+    /// `file_lock_staging_owner_{alive,dead,unknown}`, `busy`,
+    /// `recently_created` (an unwritten candidate of a dead name's pid,
+    /// young, where no `flock` proves it abandoned), or the removal's
+    /// outcome (`removed`, `owner_changed`, `cleanup_failed`).
     pub reason: &'static str,
     /// The root's identity as examined, to bind a later removal to it.
     pub root: Option<RootId>,
@@ -177,11 +193,11 @@ pub fn decide(
             Err(_) => return kept("unverified_staging_directory"),
         },
     };
-    // Someone (a remover, a reclaimer) is working on this tree right now.
-    match rustix::fs::flock(&dir, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) | Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => {}
-        Err(_) => return kept("busy"),
-    }
+    // Someone (a remover, a reclaimer, a publisher still writing its
+    // record) is working on this tree right now.
+    let Some(turn) = take_turn(dir.as_fd()) else {
+        return kept("busy");
+    };
     let (snapshot, owner) = match observe(parent, name) {
         Ok(Observation::Missing) => return kept("enoent_already_gone"),
         Ok(Observation::Lock { snapshot, owner }) => (snapshot, owner),
@@ -220,10 +236,11 @@ pub fn decide(
             if policy.owner_host_id.is_some() {
                 return keep(name, kind, name_pid, "host_qualified_staging_owner").at(root);
             }
-            if !left_alone_long_enough(&snapshot) {
+            let status = pid_status(name_pid, judge, root);
+            if status == Status::Dead && !unwritten_death_proven(turn, &snapshot, now_ns()) {
                 return keep(name, kind, name_pid, "recently_created").at(root);
             }
-            (name_pid, pid_status(name_pid, judge, root))
+            (name_pid, status)
         }
         _ => return kept("unverified_staging_directory").at(root),
     };
@@ -244,16 +261,46 @@ pub fn decide(
     }
 }
 
-/// Removes the judged tree, bound to its snapshot; the `flock` taken on
-/// `dir` is held until the end.
-/// Whether nothing in an unwritten candidate changed for
-/// [`UNWRITTEN_MIN_AGE`] (its root's and `info`'s mtimes).
-fn left_alone_long_enough(snapshot: &TreeSnapshot) -> bool {
+/// A candidate's `flock`, as [`decide`] found it free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Turn {
+    /// Ours until the decision is over: nobody else works on the tree.
+    Taken,
+    /// The filesystem has no `flock`: nobody's work can be seen.
+    Unsupported,
+}
+
+/// Takes the `flock` of the candidate `dir`; `None` if someone holds it.
+fn take_turn(dir: BorrowedFd<'_>) -> Option<Turn> {
+    #[cfg(test)]
+    if NO_FLOCK.with(std::cell::Cell::get) {
+        return Some(Turn::Unsupported);
+    }
+    match rustix::fs::flock(dir, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Some(Turn::Taken),
+        Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => Some(Turn::Unsupported),
+        Err(_) => None,
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Decisions on this thread take every filesystem for one without
+    /// `flock` (no such filesystem is at hand in a unit test).
+    static NO_FLOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether an unwritten candidate whose name's pid was judged dead is
+/// proven abandoned (see the module docs): its `flock` was free (no live
+/// exactlock publisher or remover, in any pid namespace, holds it), or,
+/// where there is no `flock`, nothing in it (its root's and `info`'s
+/// mtimes) changed for [`UNWRITTEN_MIN_AGE`] before `now_ns`.
+fn unwritten_death_proven(turn: Turn, snapshot: &TreeSnapshot, now_ns: i128) -> bool {
+    if turn == Turn::Taken {
+        return true;
+    }
     let newest = snapshot.entries.iter().map(|entry| entry.mtime_ns).max();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_nanos() as i128);
-    newest.is_some_and(|newest| now - newest >= UNWRITTEN_MIN_AGE.as_nanos() as i128)
+    newest.is_some_and(|newest| now_ns - newest >= UNWRITTEN_MIN_AGE.as_nanos() as i128)
 }
 
 /// An empty directory, or one holding only an empty `info`: the states a
@@ -266,6 +313,8 @@ fn is_unwritten(owner: &Owner, snapshot: &TreeSnapshot) -> bool {
     }
 }
 
+/// Removes the judged tree, bound to its snapshot; the `flock` taken on
+/// `_turn` is held until the end.
 fn remove_judged(
     parent: BorrowedFd<'_>,
     name: &OsStr,
@@ -564,8 +613,8 @@ mod tests {
         plant(&root, &kept[2], None);
         plant(&root, &kept[3], None);
         std::fs::write(root.join(&kept[3]).join("notes.txt"), b"mine").unwrap();
-        // A dead name's empty dir, but fresh: a publisher of another pid
-        // namespace may be filling it right now.
+        // A dead name's empty dir, just made: its free `flock` proves that
+        // no live publisher (of any pid namespace) is filling it.
         let fresh = format!(
             "f.lock.pending.{dead}.{}",
             "72345678-1234-1234-1234-123456789abc"
@@ -581,14 +630,14 @@ mod tests {
 
         let decisions = reap_all(&root);
         let removed: Vec<_> = decisions.iter().filter(|d| d.removed).collect();
-        assert_eq!(removed.len(), 3, "{decisions:#?}");
+        assert_eq!(removed.len(), 4, "{decisions:#?}");
         let mut left = listing(&root);
         left.sort();
         let mut expected: Vec<String> = kept.to_vec();
         expected.push(link);
-        expected.push(fresh);
         expected.sort();
         assert_eq!(left, expected);
+        assert!(!root.join(&fresh).exists());
         assert_eq!(
             std::fs::read(root.join(&kept[3]).join("notes.txt")).unwrap(),
             b"mine"
@@ -640,6 +689,93 @@ mod tests {
         drop(turn);
         assert!(reap_all(&root)[0].removed);
         assert!(listing(&root).is_empty());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    /// Runs `test` with every decision on this thread taking the
+    /// filesystem for one without `flock`.
+    fn without_flock<T>(test: impl FnOnce() -> T) -> T {
+        NO_FLOCK.with(|no_flock| no_flock.set(true));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(test));
+        NO_FLOCK.with(|no_flock| no_flock.set(false));
+        result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    }
+
+    fn decide_in(root: &Path, name: &str, judge: &Judge, remove: bool) -> Decision {
+        let parent = fsx::open_dir_nofollow(root).unwrap();
+        decide(
+            parent.as_fd(),
+            OsStr::new(name),
+            &HostPolicy::default(),
+            judge,
+            remove,
+        )
+    }
+
+    #[test]
+    fn a_dead_names_unwritten_staging_goes_at_once_when_its_flock_is_free() {
+        let root = tempdir("debris-unwritten");
+        let dead = dead_pid();
+        let empty = format!("f.lock.pending.{dead}.{UUID}");
+        let empty_info = format!("f.lock.removing.{dead}.{UUID}");
+        std::fs::create_dir(root.join(&empty)).unwrap();
+        std::fs::create_dir(root.join(&empty_info)).unwrap();
+        std::fs::write(root.join(&empty_info).join("info"), b"").unwrap();
+        for name in [&empty, &empty_info] {
+            let shown = decide_in(&root, name, &Judge::Kernel, false);
+            assert_eq!(
+                (shown.status, shown.reason, shown.pid),
+                (Status::Dead, "file_lock_staging_owner_dead", Some(dead))
+            );
+            assert!(decide_in(&root, name, &Judge::Kernel, true).removed);
+        }
+        assert!(listing(&root).is_empty());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn without_flock_a_dead_names_unwritten_staging_waits_out_its_age_and_others_are_reported() {
+        let root = tempdir("debris-no-flock");
+        let dead = dead_pid();
+        let young = format!("f.lock.pending.{dead}.{UUID}");
+        let old = format!(
+            "f.lock.pending.{dead}.{}",
+            "62345678-1234-1234-1234-123456789abc"
+        );
+        std::fs::create_dir(root.join(&young)).unwrap();
+        // Its mtime ahead of the clock: young however slowly this runs.
+        std::fs::File::open(root.join(&young))
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(3600))
+            .unwrap();
+        plant(&root, &old, None);
+        without_flock(|| {
+            // Not provable: a publisher of another pid namespace may be
+            // filling it.
+            let kept = decide_in(&root, &young, &Judge::Kernel, true);
+            assert_eq!(
+                (kept.removed, kept.status, kept.reason, kept.pid),
+                (false, Status::Unknown, "recently_created", Some(dead))
+            );
+            // A caller's probe: its alive or unknown is reported as it is,
+            // its dead is as unprovable as the kernel's.
+            for status in [Status::Alive, Status::Unknown, Status::Dead] {
+                let judge = Judge::Given {
+                    status,
+                    root: kept.root.unwrap(),
+                };
+                let decision = decide_in(&root, &young, &judge, true);
+                assert!(!decision.removed);
+                match status {
+                    Status::Dead => assert_eq!(decision.reason, "recently_created"),
+                    _ => assert_eq!(decision.status, status),
+                }
+            }
+            assert!(root.join(&young).exists());
+            // Left alone for longer than UNWRITTEN_MIN_AGE: abandoned.
+            assert!(decide_in(&root, &old, &Judge::Kernel, true).removed);
+        });
+        assert_eq!(listing(&root), vec![young]);
         std::fs::remove_dir_all(root).unwrap();
     }
 

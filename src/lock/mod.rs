@@ -11,6 +11,7 @@ pub mod gc;
 pub mod guard;
 pub mod identity;
 pub mod lost;
+pub mod names;
 pub mod observe;
 #[cfg(test)]
 mod proptests;

@@ -6,11 +6,25 @@
 //! silently replace an existing *empty* directory — a legacy holder between
 //! its `mkdir` and its record — so only the no-replace form is used. The
 //! staging directory is removed on every path that does not publish it.
+//!
+//! Until its record is written, a staging directory says nothing of its
+//! owner but the pid in its name, which carries no pid namespace: a reaper
+//! that sees that pid dead cannot tell a publisher killed mid-way from a
+//! live one of another pid namespace. So the publisher holds the
+//! directory's `flock` (`LOCK_EX`) from right after its `mkdir` until the
+//! record is written, and lets go before publishing (a published lock is
+//! never left locked: removers and reclaimers take turns on that `flock`).
+//! The kernel drops it when the publisher dies, in whatever namespace: a
+//! reaper that takes it knows no live publisher is filling the directory
+//! (see [`crate::lock::debris`]). A reaper may still win the `flock`
+//! between our `mkdir` and our `flock`; it may then remove the directory,
+//! and the publication is made again under a fresh name (`ENOENT`, as for
+//! a vanished parent: every caller tries again).
 
 use std::ffi::{OsStr, OsString};
 
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, AtFlags, Mode, OFlags};
+use rustix::fs::{self, AtFlags, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::fs::caps::{self, Flag};
@@ -248,6 +262,8 @@ fn stage(
     record: &[u8],
 ) -> Result<(Published, OwnedFd), PublishError> {
     let dir = fsx::open_child_dir(parent, staging).map_err(PublishError::Os)?;
+    hold_while_unwritten(dir.as_fd())?;
+    crate::sys::faults::pause("publish.unwritten", staging);
     // Explicit modes: the umask (even 0777) must not weaken or lock us out.
     fs::fchmod(&dir, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
     let info = fs::openat(
@@ -259,8 +275,26 @@ fn stage(
     .map_err(PublishError::Os)?;
     fs::fchmod(&info, Mode::from_raw_mode(INFO_MODE)).map_err(PublishError::Os)?;
     write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
+    // The record speaks for its owner now (pid, start, boot, pid
+    // namespace): the `flock` has done its work, and a published lock must
+    // not be left locked.
+    let _ = fs::flock(&dir, FlockOperation::Unlock);
     let published = Published::of(dir, info.as_fd(), record).map_err(PublishError::Os)?;
     Ok((published, info))
+}
+
+/// Takes the `flock` of a staging directory we just made, held until its
+/// record is written (see the module docs). A filesystem without `flock`
+/// goes on without it (reapers there keep such a directory while it is
+/// young). Taken already: a reaper is judging our directory — it saw our
+/// name's pid dead, so we are in another pid namespace than it — and may
+/// remove it: `ENOENT`, made again under a fresh name.
+fn hold_while_unwritten(dir: BorrowedFd<'_>) -> Result<(), PublishError> {
+    match fs::flock(dir, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) | Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => Ok(()),
+        Err(Errno::WOULDBLOCK) => Err(PublishError::Os(Errno::NOENT)),
+        Err(errno) => Err(PublishError::Os(errno)),
+    }
 }
 
 /// Writes all of `bytes` at `offset`.
@@ -707,6 +741,57 @@ mod tests {
         assert!(published.tree.same_tree_as(&walked));
         drop(staged);
         assert_eq!(listing(&root), ["f.lock"]);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    /// Whether another open file description can take `dir`'s `flock`
+    /// now, as a reaper or a remover of another process would.
+    fn flock_is_free(dir: &Path) -> bool {
+        let other = fsx::open_dir_nofollow(dir).unwrap();
+        fs::flock(&other, FlockOperation::NonBlockingLockExclusive).is_ok()
+    }
+
+    #[test]
+    fn a_staging_with_its_record_and_a_published_lock_are_left_unlocked() {
+        let root = tempdir("staging-flock");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let lock = OsStr::new("f.lock");
+        std::fs::create_dir(root.join("f.lock")).unwrap();
+        let mut staged = Staged::new(parent.as_fd(), lock, b"{}").unwrap();
+        let staging = listing(&root)
+            .into_iter()
+            .find(|name| name != "f.lock")
+            .unwrap();
+        assert!(flock_is_free(&root.join(&staging)));
+        std::fs::remove_dir(root.join("f.lock")).unwrap();
+        let Ok(StagedPublication::Published(_held)) = staged.publish(lock, b"{}") else {
+            panic!("published");
+        };
+        assert!(flock_is_free(&root.join("f.lock")));
+        let other = OsStr::new("g.lock");
+        let Ok(Publication::Published(_also_held)) = publish(parent.as_fd(), other, b"{}") else {
+            panic!("published");
+        };
+        assert!(flock_is_free(&root.join("g.lock")));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_staging_whose_flock_a_reaper_holds_is_given_up_before_anything_is_written() {
+        // A reaper took the `flock` of our fresh staging between our
+        // `mkdirat` and our own `flock`: nothing is written into it, and
+        // `ENOENT` makes every caller stage again under a fresh name.
+        let root = tempdir("staging-taken");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let staging = OsStr::new("f.lock.pending.1.12345678-1234-1234-1234-123456789abc");
+        fs::mkdirat(&parent, staging, Mode::from_raw_mode(DIR_MODE)).unwrap();
+        let reaper = fsx::open_child_dir(parent.as_fd(), staging).unwrap();
+        fs::flock(&reaper, FlockOperation::NonBlockingLockExclusive).unwrap();
+        let Err(PublishError::Os(errno)) = stage(parent.as_fd(), staging, b"{}") else {
+            panic!("staged into a directory a reaper holds");
+        };
+        assert_eq!(errno, Errno::NOENT);
+        assert_eq!(listing(&root.join(staging)), Vec::<String>::new());
         std::fs::remove_dir_all(root).unwrap();
     }
 

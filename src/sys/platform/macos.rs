@@ -53,6 +53,10 @@ pub const HOLDER_EVENTS: &str = "kqueue EVFILT_PROC, ";
 /// macOS has no pid namespaces: a record without one is complete.
 pub const HAS_PID_NAMESPACES: bool = false;
 
+/// The most decimal digits a pid can have: the kernel's `PID_MAX` is
+/// 99999.
+pub const PID_MAX_DIGITS: usize = 5;
+
 /// Upstream's macOS `process_incarnation` is not known byte for byte, so
 /// none is written: the start travels as `start_ticks` (microseconds).
 pub const INCARNATION_PREFIX: Option<&str> = None;

@@ -30,6 +30,11 @@ pub const HOLDER_EVENTS: &str = "the holder's pidfd, ";
 /// Linux has pid namespaces: a record without one is incomplete.
 pub const HAS_PID_NAMESPACES: bool = true;
 
+/// The most decimal digits a pid can have: `pid_max` may be raised to at
+/// most `PID_MAX_LIMIT`, 4194304 (2^22) on 64-bit kernels (32768 on
+/// 32-bit ones), whatever this machine's `pid_max` is now.
+pub const PID_MAX_DIGITS: usize = 7;
+
 /// Upstream 0.17's `process_incarnation` prefix: `linux:<ticks>`.
 pub const INCARNATION_PREFIX: Option<&str> = Some("linux:");
 
