@@ -129,12 +129,38 @@ function withoutNpmConfig(env) {
   );
 }
 
-/** PATH without any folder that holds cargo or rustc: the user's machine has no Rust. */
-function pathWithoutRust() {
-  const kept = (process.env.PATH ?? "")
-    .split(path.delimiter)
-    .filter((dir) => dir && !["cargo", "rustc", "rustup"].some((tool) => fs.existsSync(path.join(dir, tool))));
-  return [path.dirname(process.execPath), ...kept].join(path.delimiter);
+/** The first executable file named `name` in this process's PATH, as the shell would find it. */
+function onPath(name) {
+  for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
+    const candidate = path.join(dir || ".", name);
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK);
+      if (fs.statSync(candidate).isFile()) return candidate;
+    } catch {
+      // Not here: the next folder.
+    }
+  }
+  throw new Error(`registry round trip: no ${name} on PATH`);
+}
+
+/**
+ * The consumer's PATH, built up from what it looks up by name rather than filtered down: a
+ * distro's or Homebrew's cargo shares /usr/bin or /opt/homebrew/bin with node and npm, so no
+ * folder can be left out to hide it. One folder of links: node (the `#!/usr/bin/env node` of
+ * npm, tsc and vitest) and npm. That is all a traced run looked up (`strace -f -e
+ * trace=execve`): everything else it runs is started by absolute path — /usr/bin/env by the
+ * kernel, tsc's native binary, node through process.execPath (vitest's workers, the
+ * consumer's children), bun through BIN and its children through its execPath. npm ran no
+ * lifecycle script, so no sh. A tool added to the run later fails here as "not found",
+ * naming it.
+ */
+function consumerPath() {
+  const bin = path.join(work, "consumer-bin");
+  fs.mkdirSync(bin);
+  for (const [name, target] of [["node", process.execPath], ["npm", onPath("npm")]]) {
+    fs.symlinkSync(target, path.join(bin, name));
+  }
+  return bin;
 }
 
 function consumerProject(name, npmrc, extra = {}) {
@@ -187,9 +213,12 @@ async function main() {
   }
 
   step("npm install exactlock, without cargo or rustc");
-  const noRust = pathWithoutRust();
-  check(spawnSync("sh", ["-c", "command -v cargo || command -v rustc"], { env: { PATH: noRust } }).status !== 0,
-    "no cargo or rustc on the consumer's PATH");
+  const noRust = consumerPath();
+  for (const tool of ["cargo", "rustc"]) {
+    // Looked up as the consumer's npm would look it up; only "not found" counts.
+    const found = spawnSync(tool, ["--version"], { env: { PATH: noRust } });
+    check(found.error?.code === "ENOENT", `no ${tool} on the consumer's PATH (${noRust})`);
+  }
   const npmProject = consumerProject("npm-consumer", npmrc, {
     devDependencies: {
       "@types/node": versionOf("@types/node"),

@@ -2,20 +2,29 @@
  * One contender of `exactlock demo` (forked by demo.ts, talks over IPC).
  *
  * Loop: take the lock; claim the occupancy marker (a file that only the
- * holder may have: finding another live holder's marker is a violation);
- * read the counter; work a few milliseconds; write counter + 1 (atomically,
- * with the writer's pid); drop the marker; stamp; release; report.
- * Timestamps are CLOCK_MONOTONIC microseconds, comparable across processes.
+ * holder may have: finding the marker of a holder the demo has not killed
+ * is a violation); read the counter; work a few milliseconds; write
+ * counter + 1 (atomically, with the writer's pid); drop the marker, checking
+ * it still names us; stamp; release; report. The verdicts come from the
+ * marker and the kill records alone; the timestamps (CLOCK_MONOTONIC
+ * microseconds, comparable across processes) only measure latencies.
  */
-import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
 import { acquireLock } from "../index.js";
-import { nowUs, type DemoState, type WorkerMessage } from "./demo-protocol.js";
+import { killRecordPath, nowUs, type DemoState, type WorkerMessage } from "./demo-protocol.js";
 
 function send(message: WorkerMessage): void {
   process.send?.(message);
 }
 
-/** Creates the marker with our pid; if one exists, returns its owner and takes it over. */
+const isMissing = (error: unknown) => (error as NodeJS.ErrnoException).code === "ENOENT";
+
+/**
+ * Creates the marker with our pid; if one exists, returns its owner and takes
+ * it over. The owner is -1 when the marker cannot be read (empty: its creator
+ * is writing it; gone: its holder is removing it): a holder inside its
+ * section, which no kill record names.
+ */
 function claimMarker(marker: string): number | null {
   try {
     const fd = openSync(marker, "wx");
@@ -25,21 +34,30 @@ function claimMarker(marker: string): number | null {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
   }
-  const owner = Number(readFileSync(marker, "utf8")) || -1;
+  let owner = -1;
+  try {
+    owner = Number(readFileSync(marker, "utf8")) || -1;
+  } catch (error) {
+    if (!isMissing(error)) throw error;
+  }
   writeFileSync(marker, String(process.pid));
   return owner;
 }
 
-/** Whether the marker still names us; then removes it. */
+/**
+ * Whether the marker still names us; then removes it. Gone before we could
+ * remove it, it did not stay ours: another holder removed it. (Only an
+ * overlap makes these races; they are its evidence, not the worker's failure.)
+ */
 function dropMarker(marker: string): boolean {
-  let intact = false;
   try {
-    intact = readFileSync(marker, "utf8") === String(process.pid);
-  } catch {
-    intact = false;
+    if (readFileSync(marker, "utf8") !== String(process.pid)) return false;
+    unlinkSync(marker);
+    return true;
+  } catch (error) {
+    if (isMissing(error)) return false;
+    throw error;
   }
-  if (intact) unlinkSync(marker);
-  return intact;
 }
 
 function readState(file: string): DemoState {
@@ -75,6 +93,7 @@ async function main(): Promise<void> {
     }
     const acquiredUs = nowUs();
     const markerOwner = claimMarker(marker);
+    const markerOwnerKilled = markerOwner !== null && existsSync(killRecordPath(marker, markerOwner));
     send({ type: "enter", pid: process.pid });
     const before = readState(file);
     await sleep(sectionMin + Math.random() * sectionSpan);
@@ -92,6 +111,7 @@ async function main(): Promise<void> {
       readWriter: before.writtenBy,
       wrote,
       markerOwner,
+      markerOwnerKilled,
       markerIntact,
     });
   }

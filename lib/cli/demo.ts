@@ -11,7 +11,7 @@ import * as path from "node:path";
 import { inspectLock } from "../index.js";
 import { integerFlag, parseFlags, UsageError } from "./args.js";
 import { formatLatency, printJson, quantile, table } from "./format.js";
-import { nowUs, type DemoState, type WorkerMessage } from "./demo-protocol.js";
+import { killRecordPath, nowUs, type DemoState, type WorkerMessage } from "./demo-protocol.js";
 
 export const DEMO_HELP = `Usage: exactlock demo [options]
 
@@ -24,7 +24,8 @@ new process takes its place. Shows live progress, then a summary:
   holders killed      SIGKILLs sent to processes inside their section
   hand-off latency    release stamp -> next holder's acquire stamp (p50, p99)
   reclaim after kill  SIGKILL -> next holder's acquire stamp (p50, max)
-  violations          a holder found another live holder's occupancy marker
+  violations          a holder found the occupancy marker of a holder that was
+                      not killed, or its own marker changed under it
   lost updates        two sections wrote the same counter value, or the
                       final counter is below the number of sections
 
@@ -62,7 +63,7 @@ export interface DemoSummary {
   ok: boolean;
 }
 
-type Section = Extract<WorkerMessage, { type: "section" }>;
+export type Section = Extract<WorkerMessage, { type: "section" }>;
 
 function parseDemoArgs(argv: string[]): DemoOptions | "help" {
   const { flags, positionals } = parseFlags("demo", argv, {
@@ -121,11 +122,12 @@ class Arena {
     else if (message.type === "enter" && this.killDue && !this.stopping) this.kill(worker);
   }
 
-  /** SIGKILLs a worker that just reported entering its section. */
+  /** SIGKILLs a worker that just reported entering its section, its kill recorded first. */
   private kill(worker: ChildProcess): void {
     this.killDue = false;
     if (worker.pid === undefined) return;
     this.killedAtUs.set(worker.pid, nowUs());
+    writeFileSync(killRecordPath(this.marker, worker.pid), "");
     worker.kill("SIGKILL");
   }
 
@@ -167,33 +169,41 @@ function duplicateWrites(sections: readonly Section[]): number {
 }
 
 /**
- * Classifies each acquisition: after a killed holder (reclaim, latency from
- * the SIGKILL), after a reported release (hand-off, latency from the release
- * stamp), or a violation (another live holder's marker, or ours overwritten).
+ * Classifies each acquisition: a violation (its marker changed under it, or
+ * it found the marker of a holder whose kill was not recorded yet: a holder
+ * that could still run), after a killed holder (reclaim, latency from the
+ * SIGKILL), or after a reported release (hand-off, latency from the release
+ * stamp). The verdicts use no timestamp: the stamps come from several
+ * processes, and a clock they do not share would fake or hide a violation.
  */
-function analyse(arena: Arena): {
-  handoffMs: number[];
-  reclaimMs: number[];
-  violations: number;
-} {
-  const releaseOf = new Map(arena.sections.map((s) => [s.wrote, s.releaseUs]));
+export function analyseSections(
+  sections: readonly Section[],
+  killedAtUs: ReadonlyMap<number, number>,
+): { handoffMs: number[]; reclaimMs: number[]; violations: number } {
+  const releaseOf = new Map(sections.map((s) => [s.wrote, s.releaseUs]));
   const handoffMs: number[] = [];
   const reclaimMs: number[] = [];
   let violations = 0;
-  for (const section of arena.sections) {
+  for (const section of sections) {
     if (!section.markerIntact) violations += 1;
-    const killedPid = section.markerOwner ?? section.readWriter;
-    const killedAt = killedPid === null ? undefined : arena.killedAtUs.get(killedPid);
-    if (section.markerOwner !== null && (killedAt === undefined || killedAt >= section.acquiredUs)) violations += 1;
+    if (section.markerOwner !== null) {
+      const killedAt = killedAtUs.get(section.markerOwner);
+      if (!section.markerOwnerKilled) violations += 1;
+      else if (killedAt !== undefined) reclaimMs.push((section.acquiredUs - killedAt) / 1000);
+      continue;
+    }
     const released = releaseOf.get(section.read);
-    if (section.markerOwner === null && released !== undefined) handoffMs.push((section.acquiredUs - released) / 1000);
+    // No marker found: the previous holder dropped it. Killed between its drop and its
+    // report, it left no release stamp; its lock was reclaimed if the kill came first.
+    const killedAt = section.readWriter === null ? undefined : killedAtUs.get(section.readWriter);
+    if (released !== undefined) handoffMs.push((section.acquiredUs - released) / 1000);
     else if (killedAt !== undefined && killedAt < section.acquiredUs) reclaimMs.push((section.acquiredUs - killedAt) / 1000);
   }
   return { handoffMs, reclaimMs, violations };
 }
 
 async function summarise(arena: Arena, options: DemoOptions): Promise<DemoSummary> {
-  const { handoffMs, reclaimMs, violations } = analyse(arena);
+  const { handoffMs, reclaimMs, violations } = analyseSections(arena.sections, arena.killedAtUs);
   const final = arena.finalState();
   const lostUpdates = Math.max(duplicateWrites(arena.sections), arena.sections.length - final.counter);
   const left = await inspectLock(arena.file);
@@ -217,7 +227,7 @@ async function summarise(arena: Arena, options: DemoOptions): Promise<DemoSummar
 }
 
 function progressLine(arena: Arena, elapsedMs: number, options: DemoOptions): string {
-  const { violations } = analyse(arena);
+  const { violations } = analyseSections(arena.sections, arena.killedAtUs);
   return (
     `\r  ${(elapsedMs / 1000).toFixed(1)} s / ${options.seconds} s   ` +
     `sections ${arena.sections.length}   killed ${arena.killedAtUs.size}   violations ${violations}   `

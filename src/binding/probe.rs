@@ -1,7 +1,9 @@
 //! napi surface of the filesystem probe ([`crate::fs::probe`], behind
-//! `exactlock doctor`) and of the bench's crash-recovery floor (a pidfd
-//! waited on off the JS thread). Conversion only; both run on the libuv
-//! pool, as a probe on a hung mount or a wait for an exit may take long.
+//! `exactlock doctor`), of the bench's crash-recovery floor (a pidfd
+//! waited on off the JS thread) and of the clock both the floor and the
+//! demo's stamps are read on. Conversion only; the probe and the wait run
+//! on the libuv pool, as a probe on a hung mount or a wait for an exit may
+//! take long.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -210,12 +212,21 @@ impl Task for PidExitTask {
                 Err(_) => return Ok(None),
             }
         }
-        let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-        let ns = i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec);
-        Ok(Some(ns.to_string()))
+        Ok(Some(monotonic_ns()))
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
         Ok(output)
     }
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds (decimal): one clock for every
+/// process of the machine, the one `wait_pid_exit_ns` answers in. The demo
+/// stamps its sections with it: Bun's `process.hrtime` counts from its own
+/// process's start, so its stamps from two processes cannot be compared.
+#[napi]
+pub fn monotonic_ns() -> String {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let ns = i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec);
+    ns.to_string()
 }
