@@ -154,9 +154,8 @@ describe("sync beside a slow async acquisition", () => {
     const stalled = acquireLock(slow, { inlineFastPath: false });
     try {
       await new Promise((resolve) => setTimeout(resolve, 200));
-      const started = performance.now();
+      // retries: 0 — a refusal would be EDEADLK, not a wait.
       const release = acquireLockSync(free, { retries: 0 });
-      expect(performance.now() - started).toBeLessThan(1_000);
       expect(JSON.parse(fs.readFileSync(`${free}.lock/info`, "utf8")).pid).toBe(process.pid);
       release();
       // The same lock is still never overtaken while that call is on its way.

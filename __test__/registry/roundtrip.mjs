@@ -144,6 +144,18 @@ function onPath(name) {
 }
 
 /**
+ * npm's own entry script (`npm-cli.js`, run by node through its shebang), not whatever
+ * `npm` is first on PATH: under asdf or nodenv that is a shell shim needing bash, which the
+ * consumer's PATH does not have. npm names it in `npm_execpath` when it runs this script;
+ * otherwise the `npm` on PATH, resolved through its links.
+ */
+function npmCli() {
+  const named = process.env.npm_execpath;
+  if (named && /npm-cli\.js$/.test(named) && fs.existsSync(named)) return named;
+  return fs.realpathSync(onPath("npm"));
+}
+
+/**
  * The consumer's PATH, built up from what it looks up by name rather than filtered down: a
  * distro's or Homebrew's cargo shares /usr/bin or /opt/homebrew/bin with node and npm, so no
  * folder can be left out to hide it. One folder of links: node (the `#!/usr/bin/env node` of
@@ -157,7 +169,7 @@ function onPath(name) {
 function consumerPath() {
   const bin = path.join(work, "consumer-bin");
   fs.mkdirSync(bin);
-  for (const [name, target] of [["node", process.execPath], ["npm", onPath("npm")]]) {
+  for (const [name, target] of [["node", process.execPath], ["npm", npmCli()]]) {
     fs.symlinkSync(target, path.join(bin, name));
   }
   return bin;

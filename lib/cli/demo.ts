@@ -188,7 +188,11 @@ export function analyseSections(
     if (!section.markerIntact) violations += 1;
     if (section.markerOwner !== null) {
       const killedAt = killedAtUs.get(section.markerOwner);
+      // A killed owner's marker is a reclaim only if the kill came before this section had
+      // the lock (both stamps are CLOCK_MONOTONIC, read natively: comparable across
+      // processes); a kill record written while both were inside does not excuse the overlap.
       if (!section.markerOwnerKilled) violations += 1;
+      else if (killedAt !== undefined && killedAt > section.acquiredUs) violations += 1;
       else if (killedAt !== undefined) reclaimMs.push((section.acquiredUs - killedAt) / 1000);
       continue;
     }

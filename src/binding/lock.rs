@@ -340,7 +340,9 @@ pub fn acquire_lock_sync_native(
     let sequence = crate::lock::table::next_id();
     let scope = scope_of(&env)?;
     let options = options_of(request, Arc::default(), None, None, sequence);
-    let caller_wants_it = || still_running.call(()).unwrap_or(false);
+    // One handle scope per call: a wait of hours makes tens of thousands
+    // of calls, whose handles would otherwise live until it returns.
+    let caller_wants_it = || env.run_in_scope(|| still_running.call(())).unwrap_or(false);
     Ok(acquire_result(
         &scope,
         acquire::acquire_blocking(options, &caller_wants_it).map(Some),

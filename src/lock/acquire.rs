@@ -528,8 +528,8 @@ impl Guard {
     /// Time the head spends awaiting the test hook (`afterParentMkdir`,
     /// run on the JavaScript thread) does not count either.
     /// Where the system keeps no such account (macOS), wall time counts;
-    /// and a head that is not running yet (no thread for it) is waited
-    /// for at most [`STARVED_GRACES`] graces.
+    /// and a head that has no thread to run on is waited for at most
+    /// [`STARVED_GRACES`] graces.
     async fn head_stuck(&self, not_before: Instant, grace: Duration) {
         tokio::time::sleep_until(not_before.into()).await;
         let head_wait = || {
@@ -537,14 +537,14 @@ impl Guard {
             if thread == 0 {
                 return None;
             }
-            platform::native::runqueue_wait(thread).map(|waited| (thread, waited))
+            platform::native::cpu_wait(thread).map(|wait| (thread, wait))
         };
         let accounted = platform::native::this_thread() != 0;
-        let from = Instant::now();
         let mut baseline = head_wait();
-        let mut hook_before = self.progress.hook_time(from);
+        let mut hook_before = self.progress.hook_time(Instant::now());
         let mut able = Duration::ZERO;
-        let mut counted_to = from;
+        let mut without_thread = Duration::ZERO;
+        let mut counted_to = Instant::now();
         loop {
             tokio::time::sleep(grace.saturating_sub(able).max(Duration::from_millis(1))).await;
             let now = Instant::now();
@@ -552,12 +552,21 @@ impl Guard {
             let current = head_wait();
             let waited_for_cpu = match (baseline, current) {
                 _ if !accounted => Duration::ZERO,
-                (Some((before, waited_before)), Some((thread, waited))) if before == thread => {
-                    waited.saturating_sub(waited_before).min(span)
+                // Runnable at either end: waiting for a CPU (the kernel
+                // adds a wait to the total only when it ends), or on one.
+                (Some((before, was)), Some((thread, is))) if before == thread => {
+                    if was.runnable || is.runnable {
+                        span
+                    } else {
+                        is.waited.saturating_sub(was.waited).min(span)
+                    }
                 }
                 // The head had no thread at one end of the span: it was
                 // waiting for one.
-                _ => span,
+                _ => {
+                    without_thread += span;
+                    span
+                }
             };
             // Time spent awaiting JavaScript (the test hook) is no syscall.
             let hook_now = self.progress.hook_time(now);
@@ -566,7 +575,7 @@ impl Guard {
             able += span.saturating_sub(waited_for_cpu + in_hook);
             counted_to = now;
             baseline = current;
-            if able >= grace || now - from >= grace * STARVED_GRACES {
+            if able >= grace || without_thread >= grace * STARVED_GRACES {
                 return;
             }
         }
@@ -803,6 +812,7 @@ impl Attempts {
     fn inline_attempt(&mut self) -> Result<Option<Claim>, AcquireError> {
         let parent = self.make_parent()?;
         let key = self.key_of(parent.as_fd())?;
+        self.refuse_names_too_long_here(parent.as_fd(), &key)?;
         self.refuse_if_held_by_caller(&key)?;
         if !table::nobody_waits_for(&key) {
             return Ok(None);
@@ -900,6 +910,7 @@ impl Attempts {
     /// The attempt in the open `parent`.
     fn attempt_at(&mut self, parent: OwnedFd) -> Result<Step, AcquireError> {
         let key = self.key_of(parent.as_fd())?;
+        self.refuse_names_too_long_here(parent.as_fd(), &key)?;
         self.refuse_if_held_by_caller(&key)?;
         // Before joining the queue: anyone of this process holding the lock,
         // queued for it, or still on the way to its queue (an async call
@@ -972,7 +983,12 @@ impl Attempts {
         match error {
             // The staging name is longer than this filesystem allows (its
             // limit is below the NAME_MAX the names were checked against).
-            PublishError::Os(Errno::NAMETOOLONG) => self.name_too_long_here(),
+            PublishError::Os(Errno::NAMETOOLONG) => {
+                let limit = fsx::open_anchor(&self.parent_path)
+                    .ok()
+                    .and_then(|parent| fsx::name_max_of(parent.as_fd()));
+                self.name_too_long_here(limit)
+            }
             PublishError::Os(errno) => self.io(errno, "cannot stage the lock record"),
             PublishError::Rename(code) => AcquireError::Io {
                 lock_path: self.lock_path.clone(),
@@ -1363,14 +1379,22 @@ impl Attempts {
         io_error(&self.lock_path, errno, what)
     }
 
-    /// The filesystem refused the staging name as too long: its own limit
-    /// per name is below [`fsx::NAME_MAX`]. Said with that limit (asked of
-    /// the filesystem now, where it answers) and the longest file name it
-    /// leaves.
-    fn name_too_long_here(&self) -> AcquireError {
-        let limit = fsx::open_anchor(&self.parent_path)
-            .ok()
-            .and_then(|parent| fsx::name_max_of(parent.as_fd()));
+    /// Refuses, before publishing, a lock whose derived names do not all
+    /// fit the limit per name of the filesystem it is on (see
+    /// [`names::check_on`]).
+    fn refuse_names_too_long_here(
+        &self,
+        parent: BorrowedFd<'_>,
+        key: &LockKey,
+    ) -> Result<(), AcquireError> {
+        names::check_on(parent, key.parent.dev, &self.lock_name)
+            .map_err(|limit| self.name_too_long_here(Some(limit)))
+    }
+
+    /// The filesystem's limit per name (`limit`, when it says) is below
+    /// what the names derived from this lock's need. Said with that limit
+    /// and the longest file name it leaves.
+    fn name_too_long_here(&self, limit: Option<usize>) -> AcquireError {
         let (limit, longest) = match limit {
             Some(limit) => (
                 format!("{limit} bytes"),
@@ -1385,8 +1409,9 @@ impl Attempts {
             lock_path: self.lock_path.clone(),
             code: errno_code(Errno::NAMETOOLONG),
             message: format!(
-                "Failed to acquire file lock at {}: the filesystem refused the staging name \
-                 `<name>.lock.pending.<pid>.<uuid>` as too long: it allows {limit} per name, so \
+                "Failed to acquire file lock at {}: the filesystem does not take the names \
+                 derived from the lock's (its staging `<name>.lock.pending.<pid>.<uuid>` and \
+                 quarantine `<name>.lock.removing.<pid>.<uuid>`): it allows {limit} per name, so \
                  the longest file name exactlock can lock there is {longest} (the file name is {} \
                  bytes); shorten the file name, or lock a file on another filesystem.",
                 self.lock_path.display(),

@@ -12,7 +12,11 @@
 //! platform rather than this process's, so that a name that locks in one
 //! process locks in every other.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::sync::{Mutex, OnceLock};
+
+use rustix::fd::BorrowedFd;
 
 use crate::fs::fsx;
 use crate::fs::tree::QUARANTINE_TAG;
@@ -58,12 +62,75 @@ pub fn check(lock_name: &OsStr) -> Result<(), TooLong> {
     })
 }
 
+/// Each device's limit per name, as its filesystem said it.
+fn limits_by_device() -> &'static Mutex<HashMap<u64, usize>> {
+    static LIMITS: OnceLock<Mutex<HashMap<u64, usize>>> = OnceLock::new();
+    LIMITS.get_or_init(Mutex::default)
+}
+
+/// Whether every name derived from `lock_name` fits the limit per name of
+/// the filesystem holding `parent` (device `dev`), which may be below
+/// [`fsx::NAME_MAX`] (eCryptfs allows 143 bytes): else a staging name that
+/// just fits would publish a lock whose quarantine name the filesystem
+/// refuses, and no release could remove it. The limit is asked once per
+/// device (`fstatvfs`); `Err` carries it.
+pub fn check_on(parent: BorrowedFd<'_>, dev: u64, lock_name: &OsStr) -> Result<(), usize> {
+    let limits = limits_by_device();
+    let known = limits
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&dev)
+        .copied();
+    let limit = known.unwrap_or_else(|| {
+        let limit =
+            fsx::name_max_of(parent).map_or(fsx::NAME_MAX, |limit| limit.min(fsx::NAME_MAX));
+        limits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(dev, limit);
+        limit
+    });
+    if longest_derived_len(lock_name.len()) <= limit {
+        Ok(())
+    } else {
+        Err(limit)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fs::tree::quarantine_name;
     use crate::lock::publish::staging_name;
     use crate::sys::platform;
+
+    #[test]
+    fn a_filesystem_with_a_smaller_limit_per_name_refuses_what_its_quarantine_would_not_fit() {
+        use rustix::fd::AsFd;
+        let dir = crate::testutil::tempdir("names-limit");
+        let parent = fsx::open_anchor(&dir).unwrap();
+        // A device that says 143 bytes per name (eCryptfs does).
+        let dev = u64::MAX - 143;
+        limits_by_device().lock().unwrap().insert(dev, 143);
+        let longest = longest_file_name(143);
+        assert_eq!(
+            check_on(parent.as_fd(), dev, &lock_name_of(longest)),
+            Ok(())
+        );
+        // The staging name of one more byte would still fit in 143 for a
+        // short pid; its quarantine name, one byte longer, might not.
+        assert_eq!(
+            check_on(parent.as_fd(), dev, &lock_name_of(longest + 1)),
+            Err(143)
+        );
+        // This directory's own filesystem says 255: the fixed check's answer.
+        let here = fsx::dir_identity(parent.as_fd()).unwrap().dev;
+        assert_eq!(
+            check_on(parent.as_fd(), here, &lock_name_of(longest + 1)),
+            Ok(())
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 
     fn lock_name_of(file_name_len: usize) -> std::ffi::OsString {
         format!("{}{LOCK_SUFFIX}", "n".repeat(file_name_len)).into()

@@ -30,15 +30,15 @@ use super::{OwnStart, ProcMissing, portable};
 use crate::sys::process::{Probe, valid_pid};
 use crate::sys::wait::{HolderExit, Wake, WakeFd, Woken};
 
-/// A thread's id for [`runqueue_wait`]: macOS keeps no account of it
-/// that is cheap to read, so there is none to name.
+/// A thread's id for [`cpu_wait`]: macOS keeps no account of it that is
+/// cheap to read, so there is none to name.
 pub fn this_thread() -> i32 {
     0
 }
 
 /// macOS: no per-thread account of time spent waiting for a CPU; a stuck
 /// attempt is then judged by wall time alone.
-pub fn runqueue_wait(_tid: i32) -> Option<std::time::Duration> {
+pub fn cpu_wait(_tid: i32) -> Option<super::CpuWait> {
     None
 }
 

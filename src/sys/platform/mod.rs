@@ -47,6 +47,14 @@ compile_error!(
      see the README's \"Platforms\" section"
 );
 
+/// What a thread is doing about the CPU (see `native::cpu_wait`): its
+/// total wait for one so far, and whether it is runnable now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuWait {
+    pub waited: std::time::Duration,
+    pub runnable: bool,
+}
+
 /// The environment variable that forces the portable mechanisms.
 pub const SWITCH: &str = "EXACTLOCK_PLATFORM";
 

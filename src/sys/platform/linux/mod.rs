@@ -13,7 +13,7 @@ use rustix::io::Errno;
 
 pub use events::{HeldEvents, HolderWatch, NameWatch, holder_exit, sleep, wake_fd};
 pub use procfs::{
-    boot_id, boot_secs, pid_ns, probe, runqueue_wait, start_secs, start_secs_of, start_ticks,
+    boot_id, boot_secs, cpu_wait, pid_ns, probe, start_secs, start_secs_of, start_ticks,
     this_thread,
 };
 

@@ -15,6 +15,7 @@ use rustix::fs::{self, Mode, OFlags};
 use rustix::io::Errno;
 use rustix::process::Pid;
 
+use crate::sys::platform::CpuWait;
 use crate::sys::process::{Probe, retry_intr, valid_pid};
 
 /// The parsed `/proc/<pid>/stat` of `pid` (zombies included), or `None`
@@ -308,18 +309,28 @@ pub fn pid_ns() -> Option<u64> {
     fs::stat("/proc/self/ns/pid").ok().map(|stat| stat.st_ino)
 }
 
-/// The calling thread's id, for [`runqueue_wait`].
+/// The calling thread's id, for [`cpu_wait`].
 pub fn this_thread() -> i32 {
     rustix::thread::gettid().as_raw_nonzero().get()
 }
 
-/// How long thread `tid` of this process has, in all, been runnable but
-/// waiting for a CPU (the second field of its `schedstat`, in
-/// nanoseconds); `None` when it cannot be read (the thread is gone). A
-/// kernel that keeps no such account reads 0 throughout.
-pub fn runqueue_wait(tid: i32) -> Option<std::time::Duration> {
+/// What thread `tid` of this process is doing about the CPU: how long it
+/// has, in all, been runnable but waiting for a CPU (the second field of
+/// its `schedstat`, in nanoseconds), and whether it is runnable now (state
+/// `R` in its `stat`). The kernel adds a wait to the total only when the
+/// wait ends, so a thread waiting now shows as runnable, not in the total.
+/// `None` when it cannot be read (the thread is gone); a kernel that keeps
+/// no run-queue account reads a total of 0 throughout.
+pub fn cpu_wait(tid: i32) -> Option<CpuWait> {
     let bytes = read_proc_file(&format!("/proc/self/task/{tid}/schedstat"), 256)?;
-    parse_runqueue_wait(&bytes)
+    let waited = parse_runqueue_wait(&bytes)?;
+    let state = read_stat_file(&format!("/proc/self/task/{tid}/stat"), None)
+        .ok()?
+        .state;
+    Some(CpuWait {
+        waited,
+        runnable: state == b'R',
+    })
 }
 
 /// The run-queue wait of a `schedstat` line: `<on cpu ns> <waiting ns> <slices>`.
@@ -341,7 +352,8 @@ mod tests {
         );
         assert_eq!(parse_runqueue_wait(b"405288864\n"), None);
         assert_eq!(parse_runqueue_wait(b"1 x 3\n"), None);
-        assert!(runqueue_wait(this_thread()).is_some());
+        // This thread, reading its own account, is running.
+        assert!(cpu_wait(this_thread()).is_some_and(|wait| wait.runnable));
     }
 
     #[test]
