@@ -17,7 +17,7 @@ export default mergeConfig(
   defineConfig({
     test: {
       env: { EXACTLOCK_PLATFORM: "portable" },
-      exclude: [...configDefaults.exclude, "__test__/node-debug.test.ts"],
+      exclude: [...configDefaults.exclude, "__test__/node-debug.test.ts", "__test__/loaded-machine.test.ts"],
     },
   }),
 );

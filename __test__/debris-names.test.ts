@@ -135,7 +135,8 @@ describe("a squatter at F.lock.removing never wedges a release", () => {
 
       expect(lockNames(root, "state.json")).toEqual(["state.json.lock.removing"]);
       expect(contentOf(root)).toEqual(before);
-      expect(await inAnotherProcess(file, { retries: 0 })).toMatchObject({ ok: true, cycles: 1 });
+      const other = await inAnotherProcess(file, { retries: 0 });
+      expect(other, JSON.stringify(other)).toMatchObject({ ok: true, cycles: 1 });
       expect(contentOf(root)).toEqual(before);
     });
   }
