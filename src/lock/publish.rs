@@ -20,8 +20,10 @@ use crate::fs::tree::{self, TreeSnapshot};
 use crate::lock::identity::INFO_NAME;
 use crate::lock::volume::{self, OnServer};
 
-const DIR_MODE: u32 = 0o700;
-const INFO_MODE: u32 = 0o600;
+/// The lock directory's mode: `rwx------`.
+const DIR_MODE: Mode = Mode::RWXU;
+/// The record's mode: `rw-------`.
+const INFO_MODE: Mode = Mode::RUSR.union(Mode::WUSR);
 
 /// What a publication left on disk.
 #[derive(Debug)]
@@ -230,7 +232,7 @@ fn stage_new(
     crate::sys::faults::check("publish.stage")
         .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
     let staging = staging_name(lock_name);
-    fs::mkdirat(parent, &staging, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
+    fs::mkdirat(parent, &staging, DIR_MODE).map_err(PublishError::Os)?;
     match stage(parent, &staging, record) {
         Ok((published, info)) => Ok((staging, published, info)),
         Err(error) => {
@@ -249,15 +251,15 @@ fn stage(
 ) -> Result<(Published, OwnedFd), PublishError> {
     let dir = fsx::open_child_dir(parent, staging).map_err(PublishError::Os)?;
     // Explicit modes: the umask (even 0777) must not weaken or lock us out.
-    fs::fchmod(&dir, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
+    fs::fchmod(&dir, DIR_MODE).map_err(PublishError::Os)?;
     let info = fs::openat(
         &dir,
         INFO_NAME,
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(INFO_MODE),
+        INFO_MODE,
     )
     .map_err(PublishError::Os)?;
-    fs::fchmod(&info, Mode::from_raw_mode(INFO_MODE)).map_err(PublishError::Os)?;
+    fs::fchmod(&info, INFO_MODE).map_err(PublishError::Os)?;
     write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
     let published = Published::of(dir, info.as_fd(), record).map_err(PublishError::Os)?;
     Ok((published, info))
@@ -492,7 +494,7 @@ pub fn remove_staging(parent: BorrowedFd<'_>, staging: &OsStr, ours: Option<&Own
         let (Ok(seen), Ok(expected)) = (fs::fstat(&dir), fs::fstat(ours)) else {
             return;
         };
-        if (seen.st_dev, seen.st_ino) != (expected.st_dev, expected.st_ino) {
+        if !fsx::same_inode(&seen, &expected) {
             return;
         }
     }

@@ -22,7 +22,7 @@ use rustix::event::kqueue::{
     Event, EventFilter, EventFlags, ProcessEvents, VnodeEvents, kevent, kqueue,
 };
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{AtFlags, OFlags};
+use rustix::fs::{AtFlags, Dev, OFlags};
 use rustix::io::Errno;
 use rustix::process::Pid;
 
@@ -51,6 +51,15 @@ pub const PATH_ONLY: Option<OFlags> = None;
 /// No single-call no-follow resolution: the caller walks.
 pub fn open_nofollow(_path: &Path, _flags: OFlags) -> Option<Result<OwnedFd, Errno>> {
     None
+}
+
+/// A device number as [`super::dev_of`] carries it. macOS's `dev_t` is a
+/// signed 32-bit number (major in the top byte, so a major from 128 up
+/// reads negative); libuv assigns it to a `uint64_t`, which sign-extends,
+/// and the same widening here keeps the number equal to Node's
+/// `fs.Stats.dev` (bigint) and distinct for distinct devices.
+pub fn dev_number(dev: Dev) -> u64 {
+    i64::from(dev).cast_unsigned()
 }
 
 // ---------------------------------------------------------------- processes
@@ -202,6 +211,26 @@ pub fn pid_ns() -> Option<u64> {
     None
 }
 
+/// Now on `process.hrtime.bigint()`'s clock, in nanoseconds. libuv reads
+/// `mach_continuous_time()` on macOS (it counts through sleep), which is
+/// `CLOCK_MONOTONIC_RAW` (clock_gettime(3)); rustix names no such clock on
+/// Apple systems, so libc's `clock_gettime` reads it.
+#[allow(unsafe_code)]
+pub fn hrtime_ns() -> i128 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `tp` points to `now`, a live, writable, properly aligned
+    // `timespec` that nothing else aliases during the call, which writes
+    // only that struct. The only failure is EINVAL for a clock the system
+    // lacks (`CLOCK_MONOTONIC_RAW` exists from macOS 10.12; the oldest
+    // built for is 10.13), which leaves `now` zero: a wrong reading for a
+    // test seam, not unsoundness.
+    let _ = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, &raw mut now) };
+    i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec)
+}
+
 // ---------------------------------------------------------------- waiting
 
 /// Registers `changes` on `queue` without reading events: with no room for
@@ -307,10 +336,9 @@ impl NameWatch {
     }
 }
 
-#[allow(clippy::unnecessary_cast)]
 fn identity_of(dir: BorrowedFd<'_>, name: &OsStr) -> Option<(u64, u64)> {
     let stat = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-    Some((stat.st_dev as u64, stat.st_ino as u64))
+    Some((super::dev_of(&stat), super::ino_of(&stat)))
 }
 
 /// The holder's pid, watched with `EVFILT_PROC` `NOTE_EXIT` while a head
