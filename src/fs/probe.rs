@@ -25,6 +25,7 @@ use rustix::fs::{self, AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 use crate::fs::{caps, fsx};
+use crate::sys::errno::is_flock_unsupported;
 
 mod kind;
 mod notes;
@@ -385,7 +386,7 @@ fn try_flock(scratch: BorrowedFd<'_>) -> Tried {
     };
     match fs::flock(&first, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => {}
-        Err(errno @ (Errno::NOLCK | Errno::OPNOTSUPP | Errno::INVAL | Errno::NOSYS)) => {
+        Err(errno) if is_flock_unsupported(errno) || errno == Errno::NOSYS => {
             return Tried::Refused(errno);
         }
         Err(errno) => return Tried::Failed(errno),

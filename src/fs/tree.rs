@@ -41,6 +41,7 @@ use sha2::{Digest, Sha256};
 
 use crate::fs::fsx::{self, FuseSettle};
 use crate::fs::rename::{self, Refusal};
+use crate::sys::errno::is_flock_unsupported;
 
 /// Most entries (the root included) a snapshot may hold.
 pub const MAX_ENTRIES: usize = 4096;
@@ -391,7 +392,8 @@ pub fn exact_remove_tree_at(
     // remover acting on the same, now stale, view must not detach whatever
     // replaced the tree. After the lock, the name must still be the root.
     match fs::flock(&root, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) | Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => {}
+        Ok(()) => {}
+        Err(errno) if is_flock_unsupported(errno) => {}
         Err(_) => return ExactUnlinkOutcome::refused("busy"),
     }
     match fsx::stat_nofollow(parent, name) {

@@ -43,6 +43,7 @@ use crate::lock::identity::{info_entry, is_empty_dir};
 use crate::lock::observe::{Observation, Owner, observe};
 use crate::lock::publish::STAGING_TAG;
 use crate::lock::verdict::{HostPolicy, Liveness, Observer, liveness_of};
+use crate::sys::errno::is_flock_unsupported;
 
 /// The old fixed quarantine suffix (`<lock>.removing`).
 const LEGACY_QUARANTINE_SUFFIX: &[u8] = b".removing";
@@ -179,7 +180,8 @@ pub fn decide(
     };
     // Someone (a remover, a reclaimer) is working on this tree right now.
     match rustix::fs::flock(&dir, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) | Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => {}
+        Ok(()) => {}
+        Err(errno) if is_flock_unsupported(errno) => {}
         Err(_) => return kept("busy"),
     }
     let (snapshot, owner) = match observe(parent, name) {

@@ -19,6 +19,7 @@ use rustix::io::Errno;
 
 use crate::fs::fsx;
 use crate::fs::tree::TreeSnapshot;
+use crate::sys::errno::is_flock_unsupported;
 
 /// Held while reclaiming; dropping it releases the `flock`.
 pub struct ReclaimGuard {
@@ -49,7 +50,7 @@ pub fn guard_judged(parent: BorrowedFd<'_>, name: &OsStr, judged: &TreeSnapshot)
         Err(Errno::WOULDBLOCK) => return Guarded::Busy,
         // No flock on this filesystem: proceed unguarded, as the original
         // module always does.
-        Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => None,
+        Err(errno) if is_flock_unsupported(errno) => None,
         Err(_) => return Guarded::Busy,
     };
     // A reclaimer that finished before we locked has replaced the lock:

@@ -7,9 +7,11 @@
 //! `O_PATH`: no-follow opens walk `O_NOFOLLOW | O_DIRECTORY` components
 //! (`crate::fs::fsx`), as under the portable mechanisms.
 //!
-//! Not compiled on the machines this project is built on (they have no
-//! macOS standard library); see the README's "Platforms" section for what
-//! is and is not verified.
+//! Cross-compiled and linked on the Linux machines this project is built
+//! on (`-Zbuild-std` and zig; `cargo clippy` is clean for both darwin
+//! triples), never run there: what here is checked against Apple's headers
+//! and man pages is said where it is used. See the README's "Platforms"
+//! section for what is and is not verified.
 
 use std::ffi::{CStr, OsStr, OsString};
 use std::mem::MaybeUninit;
@@ -64,8 +66,14 @@ pub fn dev_number(dev: Dev) -> u64 {
 
 // ---------------------------------------------------------------- processes
 
-/// `proc_pidinfo(pid, PROC_PIDTBSDINFO)`: the BSD part of a process,
-/// zombies included (the kernel looks zombies up for this flavor).
+/// `proc_pidinfo`'s `arg` for `PROC_PIDTBSDINFO`: non-zero finds zombies too.
+const FIND_ZOMBIES: u64 = 1;
+
+/// `proc_pidinfo(pid, PROC_PIDTBSDINFO, 1)`: the BSD part of a process,
+/// zombies included. The kernel looks zombies up for this flavor only
+/// when `arg` is non-zero (XNU `bsd/kern/proc_info.c`: `if (arg) findzomb
+/// = 1`); with 0 a zombie is ESRCH, and `kill(pid, 0)` would then read it
+/// as alive.
 #[allow(unsafe_code)]
 fn bsd_info(pid: u32) -> Result<libc::proc_bsdinfo, Errno> {
     let pid = valid_pid(pid).ok_or(Errno::SRCH)?.as_raw_nonzero().get();
@@ -81,7 +89,7 @@ fn bsd_info(pid: u32) -> Result<libc::proc_bsdinfo, Errno> {
         libc::proc_pidinfo(
             pid,
             libc::PROC_PIDTBSDINFO,
-            0,
+            FIND_ZOMBIES,
             (&raw mut info).cast::<libc::c_void>(),
             size,
         )
