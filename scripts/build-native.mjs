@@ -5,7 +5,8 @@
 //
 //   node scripts/build-native.mjs                   this machine's platform (npm run build, prepare)
 //   node scripts/build-native.mjs --debug           a debug build (always the host toolchain)
-//   node scripts/build-native.mjs --target TRIPLE…  any platform package.json ships, or `all`
+//   node scripts/build-native.mjs --target TRIPLE…  any platform package.json ships, `all`, or
+//                                                    `cross` (all but this machine's)
 //                                                    (npm run build:target -- TRIPLE), each
 //                                                    then checked by scripts/check-artifact.mjs
 //
@@ -195,8 +196,13 @@ function main(argv) {
     return;
   }
   const names = argv.slice(at + 1).filter((arg) => !arg.startsWith("--"));
-  if (names.length === 0) fail("--target needs a triple (or `all`)");
-  const targets = names.includes("all") ? shippedTargets().map((target) => target.triple) : names;
+  if (names.length === 0) fail("--target needs a triple (or `all`, or `cross`)");
+  const every = shippedTargets().map((target) => target.triple);
+  const targets = names.includes("all")
+    ? every
+    : names.includes("cross")
+      ? every.filter((triple) => triple !== hostTarget()?.triple)
+      : names;
   const bad = targets.filter((name) => !buildFor(name, mode));
   if (bad.length > 0) fail(`artefact check failed: ${bad.join(", ")}`);
 }
