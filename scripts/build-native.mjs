@@ -1,6 +1,14 @@
 #!/usr/bin/env node
 // Builds the native addon into native/ (the .node, and napi's generated
-// loader and types), then records how it was linked in native/build.json.
+// loader and types), then records how it was linked: native/build.json for
+// this machine's platform, native/build.<platform>.json for every build.
+//
+//   node scripts/build-native.mjs                   this machine's platform (npm run build, prepare)
+//   node scripts/build-native.mjs --debug           a debug build (always the host toolchain)
+//   node scripts/build-native.mjs --target TRIPLE…  any platform package.json ships, `all`, or
+//                                                    `cross` (all but this machine's)
+//                                                    (npm run build:target -- TRIPLE), each
+//                                                    then checked by scripts/check-artifact.mjs
 //
 // On Linux (glibc) the binary we ship must load on old distributions, so when zig
 // and cargo-zigbuild are at hand the addon is linked against glibc 2.17
@@ -10,18 +18,23 @@
 //   EXACTLOCK_BUILD=auto  (default) zig when available, else this machine's glibc
 //   EXACTLOCK_BUILD=zig   zig or fail (CI and releases)
 //   EXACTLOCK_BUILD=host  this machine's toolchain only
-//   --debug               a debug build (always the host toolchain)
+//
+// Another platform's binary (--target) is linked by zig through cargo-zigbuild
+// (glibc 2.17, musl, or Mach-O; a Mac links either darwin binary itself), with
+// MACOSX_DEPLOYMENT_TARGET set to the macOS floor of scripts/targets.mjs. Its
+// standard library comes prebuilt with the toolchain (`rustup target add TRIPLE`)
+// or, where the toolchain has none but carries the library's source (Debian's
+// rustc-web + rust-web-src, which .ci/cross-setup.sh installs), is built with
+// `-Zbuild-std`.
+// Every target shares cargo's one target folder (target/, or $CARGO_TARGET_DIR):
+// a target's second build only rebuilds what changed.
 import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { fileURLToPath } from "node:url";
+import { checkArtifact, printReport } from "./check-artifact.mjs";
+import { GLIBC_FLOOR, ROOT, binaryPath, findTarget, shippedTargets } from "./targets.mjs";
 
-const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), "..");
 const OUT = path.join(ROOT, "native");
-const GLIBC_FLOOR = "2.17";
-const debug = process.argv.includes("--debug");
-const mode = process.env.EXACTLOCK_BUILD ?? "auto";
-if (!["auto", "zig", "host"].includes(mode)) fail(`EXACTLOCK_BUILD=${mode}: expected auto, zig or host`);
 
 function fail(message) {
   console.error(`build-native: ${message}`);
@@ -32,7 +45,7 @@ function onPath(command) {
   return spawnSync("sh", ["-c", `command -v ${command}`], { stdio: "ignore" }).status === 0;
 }
 
-/** The folder holding a `zig` executable: PATH's, or PyPI's `ziglang` package's. */
+/** The folder holding a `zig` executable: PATH's (null), PyPI's `ziglang` package's, or undefined if none. */
 function zigFolder() {
   if (onPath("zig")) return null;
   const found = spawnSync("python3", ["-c", "import ziglang, os; print(os.path.dirname(ziglang.__file__))"], {
@@ -42,10 +55,40 @@ function zigFolder() {
   return folder && fs.existsSync(path.join(folder, "zig")) ? folder : undefined;
 }
 
-/** Rust's name for this CPU on Linux with glibc, when zig can link for it; otherwise null. */
-function linuxGnuArch() {
-  if (process.platform !== "linux" || !process.report?.getReport()?.header?.glibcVersionRuntime) return null;
-  return { x64: "x86_64", arm64: "aarch64" }[process.arch] ?? null;
+/** The environment in which zig and cargo-zigbuild are found; null when they are not. */
+function zigEnv(env) {
+  const folder = zigFolder();
+  if (folder === undefined || !onPath("cargo-zigbuild")) return null;
+  return folder ? { ...env, PATH: `${folder}${path.delimiter}${env.PATH}` } : env;
+}
+
+/** This machine's shipped target, if it is one: same OS, CPU and (on Linux) C library. */
+function hostTarget() {
+  const glibc = Boolean(process.report?.getReport()?.header?.glibcVersionRuntime);
+  const arch = { x64: "x86_64", arm64: "aarch64" }[process.arch];
+  return shippedTargets().find(
+    (target) =>
+      target.os === process.platform &&
+      target.arch === arch &&
+      (target.os !== "linux" || target.libc === (glibc ? "gnu" : "musl")),
+  );
+}
+
+function rustc(...args) {
+  return execFileSync(process.env.RUSTC ?? "rustc", args, { encoding: "utf8" }).trim();
+}
+
+/**
+ * Where the target's standard library comes from: `prebuilt` (the toolchain ships it),
+ * `source` (built with -Zbuild-std from the toolchain's rust-src), or null (neither).
+ */
+function standardLibrary(triple) {
+  const libdir = rustc("--print", "target-libdir", "--target", triple);
+  if (fs.existsSync(libdir) && fs.readdirSync(libdir).some((file) => /^libstd-.*\.rlib$/.test(file))) {
+    return "prebuilt";
+  }
+  const source = path.join(rustc("--print", "sysroot"), "lib", "rustlib", "src", "rust", "library", "Cargo.lock");
+  return fs.existsSync(source) ? "source" : null;
 }
 
 function napi(args, env = process.env) {
@@ -57,15 +100,19 @@ function napi(args, env = process.env) {
   if (result.status !== 0) fail(`napi build ${args.join(" ")} exited with ${result.status ?? result.signal}`);
 }
 
-function build() {
-  const arch = linuxGnuArch();
-  if (debug || mode === "host" || arch === null) {
-    napi(debug ? [] : ["--release"]);
+/**
+ * This machine's platform: zig for a glibc Linux release binary when it can, else the
+ * host's toolchain for its own host triple (no --target: Alpine's rustc, for one, has
+ * std only for `x86_64-alpine-linux-musl`, which napi names linux-x64-musl all the same).
+ */
+function buildHost(target, { debug, mode }) {
+  const env = target?.macosMin ? { ...process.env, MACOSX_DEPLOYMENT_TARGET: target.macosMin } : process.env;
+  if (debug || mode === "host" || target?.libc !== "gnu") {
+    napi(debug ? [] : ["--release"], env);
     return { toolchain: "host", glibcFloor: null };
   }
-  const folder = zigFolder();
-  const zigReady = folder !== undefined && onPath("cargo-zigbuild");
-  if (!zigReady) {
+  const withZig = zigEnv(env);
+  if (!withZig) {
     if (mode === "zig") {
       fail("EXACTLOCK_BUILD=zig needs zig and cargo-zigbuild: `pip install ziglang cargo-zigbuild`");
     }
@@ -73,14 +120,91 @@ function build() {
       "build-native: zig or cargo-zigbuild not found; linking against this machine's glibc " +
         "(fine here; a release binary needs `pip install ziglang cargo-zigbuild`)",
     );
-    napi(["--release"]);
+    napi(["--release"], env);
     return { toolchain: "host", glibcFloor: null };
   }
-  const env = folder ? { ...process.env, PATH: `${folder}${path.delimiter}${process.env.PATH}` } : process.env;
-  napi(["--release", "--cross-compile", "--target", `${arch}-unknown-linux-gnu.${GLIBC_FLOOR}`], env);
+  napi(["--release", "--cross-compile", "--target", `${target.triple}.${GLIBC_FLOOR}`], withZig);
   return { toolchain: "zig", glibcFloor: GLIBC_FLOOR };
 }
 
-const linked = build();
-const rustc = execFileSync("rustc", ["--version"], { encoding: "utf8" }).trim();
-fs.writeFileSync(path.join(OUT, "build.json"), `${JSON.stringify({ ...linked, debug, rustc }, null, 2)}\n`);
+/** Another platform's release binary. */
+function buildOther(target) {
+  const std = standardLibrary(target.triple);
+  if (!std) {
+    fail(
+      `no standard library for ${target.triple} in ${rustc("--version")}: ` +
+        `\`rustup target add ${target.triple}\`, or a toolchain with the library's source ` +
+        "(.ci/cross-setup.sh installs Debian's; then `. ~/.cache/exactlock-cross/env.sh`)",
+    );
+  }
+  const env = { ...process.env };
+  if (target.macosMin) env.MACOSX_DEPLOYMENT_TARGET = target.macosMin;
+  // -Zbuild-std is unstable; RUSTC_BOOTSTRAP lets the stable compiler and cargo accept it.
+  if (std === "source") env.RUSTC_BOOTSTRAP = "1";
+  const buildStd = std === "source" ? ["--", "-Zbuild-std=std,panic_abort"] : [];
+  // A Mac links both darwin binaries with Apple's own linker.
+  if (target.os === "darwin" && process.platform === "darwin") {
+    napi(["--release", "--target", target.triple, ...buildStd], env);
+    return { toolchain: "host", glibcFloor: null, std };
+  }
+  const withZig = zigEnv(env);
+  if (!withZig) fail(`${target.triple} is linked by zig: \`pip install ziglang cargo-zigbuild\``);
+  const zigTriple = target.libc === "gnu" ? `${target.triple}.${GLIBC_FLOOR}` : target.triple;
+  napi(["--release", "--cross-compile", "--target", zigTriple, ...buildStd], withZig);
+  return { toolchain: "zig", glibcFloor: target.libc === "gnu" ? GLIBC_FLOOR : null, std };
+}
+
+function record(file, linked) {
+  fs.writeFileSync(path.join(OUT, file), `${JSON.stringify(linked, null, 2)}\n`);
+}
+
+function buildFor(name, mode) {
+  const target = findTarget(name);
+  if (!target) {
+    fail(`${name} is not a target package.json ships; one of: ${shippedTargets().map((t) => t.triple).join(", ")}`);
+  }
+  const started = Date.now();
+  const host = hostTarget();
+  const linked = host?.triple === target.triple ? buildHost(target, { debug: false, mode }) : buildOther(target);
+  const seconds = Math.round((Date.now() - started) / 100) / 10;
+  const info = {
+    target: target.triple,
+    platform: target.platform,
+    ...linked,
+    std: linked.std ?? "prebuilt",
+    macosMin: target.macosMin ?? null,
+    debug: false,
+    rustc: rustc("--version"),
+    seconds,
+  };
+  record(`build.${target.platform}.json`, info);
+  if (host?.triple === target.triple) record("build.json", info);
+  console.log(`build-native: ${target.triple} built in ${seconds} s`);
+  const report = checkArtifact(binaryPath(target), target);
+  printReport(report);
+  return report.ok;
+}
+
+function main(argv) {
+  const mode = process.env.EXACTLOCK_BUILD ?? "auto";
+  if (!["auto", "zig", "host"].includes(mode)) fail(`EXACTLOCK_BUILD=${mode}: expected auto, zig or host`);
+  const at = argv.indexOf("--target");
+  if (at === -1) {
+    const debug = argv.includes("--debug");
+    const linked = buildHost(hostTarget(), { debug, mode });
+    record("build.json", { ...linked, debug, rustc: rustc("--version") });
+    return;
+  }
+  const names = argv.slice(at + 1).filter((arg) => !arg.startsWith("--"));
+  if (names.length === 0) fail("--target needs a triple (or `all`, or `cross`)");
+  const every = shippedTargets().map((target) => target.triple);
+  const targets = names.includes("all")
+    ? every
+    : names.includes("cross")
+      ? every.filter((triple) => triple !== hostTarget()?.triple)
+      : names;
+  const bad = targets.filter((name) => !buildFor(name, mode));
+  if (bad.length > 0) fail(`artefact check failed: ${bad.join(", ")}`);
+}
+
+main(process.argv.slice(2));

@@ -13,6 +13,25 @@ pub fn tempdir(tag: &str) -> PathBuf {
     dir
 }
 
+/// Makes a FIFO at `path`, readable and writable by its owner. rustix has
+/// no `mknodat` on Apple systems, where `mkfifo(1)` makes it instead.
+pub fn make_fifo(path: &Path) {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{CWD, FileType, Mode, mknodat};
+        mknodat(CWD, path, FileType::Fifo, Mode::RUSR | Mode::WUSR, 0).unwrap();
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let status = std::process::Command::new("mkfifo")
+            .args(["-m", "600"])
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mkfifo {}: {status}", path.display());
+    }
+}
+
 /// The names in `dir`, sorted.
 pub fn listing(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)

@@ -1,9 +1,10 @@
 //! napi surface of the filesystem probe ([`crate::fs::probe`], behind
-//! `exactlock doctor`), of the bench's crash-recovery floor (a pidfd
-//! waited on off the JS thread) and of the clock both the floor and the
-//! demo's stamps are read on. Conversion only; the probe and the wait run
-//! on the libuv pool, as a probe on a hung mount or a wait for an exit may
-//! take long.
+//! `exactlock doctor`), of the bench's crash-recovery floor (the
+//! platform's exit notice — a pidfd, a kqueue `EVFILT_PROC` — waited on
+//! off the JS thread) and of the clock both the floor and the demo's
+//! stamps are read on. Conversion only; the probe and the wait run on the
+//! libuv pool, as a probe on a hung mount or a wait for an exit may take
+//! long.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,11 +12,11 @@ use std::time::Duration;
 use napi::bindgen_prelude::{AsyncTask, Result};
 use napi::{Env, Task};
 use napi_derive::napi;
-use rustix::fd::OwnedFd;
 
 use crate::fs::probe::{self, Inotify, Probe, ProbeError, Tried};
 use crate::sys::errno::errno_code;
-use crate::sys::wait::{HolderExit, holder_exit};
+use crate::sys::platform::native;
+use crate::sys::wait::{self, HolderExit, HolderWatch, Wake, Woken, holder_exit};
 
 /// Whether one call works on the filesystem.
 #[napi(object)]
@@ -164,27 +165,27 @@ fn probe_result(
     }
 }
 
-/// Test seam (the bench's crash-recovery floor): opens a pidfd on `pid`
-/// now, then resolves, off the JS thread, with the `CLOCK_MONOTONIC` time
-/// in nanoseconds (decimal; `process.hrtime.bigint()`'s clock) at which
-/// the pidfd became readable — the process exited, as a waiter's pidfd
-/// would tell it. `null` if no pidfd could be opened (the process is
-/// already gone, or no pidfd here) or it did not exit within
-/// `timeoutMs` (default 60000).
+/// Test seam (the bench's crash-recovery floor): starts watching `pid`'s
+/// exit now, as a waiter watches its holder (Linux: a pidfd; macOS: kqueue
+/// `EVFILT_PROC`), then resolves, off the JS thread, with the time in
+/// nanoseconds on `process.hrtime.bigint()`'s clock (decimal) at which the
+/// kernel told of the exit. `null` if no watch could be made (the process
+/// is already gone, or the platform has no notice) or it did not exit
+/// within `timeoutMs` (default 60000).
 #[napi(ts_return_type = "Promise<string | null>")]
 pub fn wait_pid_exit_ns(pid: u32, timeout_ms: Option<u32>) -> AsyncTask<PidExitTask> {
-    let pidfd = match holder_exit(pid) {
-        HolderExit::Watch(fd) => Some(fd),
+    let holder = match holder_exit(pid) {
+        HolderExit::Watch(holder) => Some(holder),
         HolderExit::AlreadyGone | HolderExit::Unwatched => None,
     };
     AsyncTask::new(PidExitTask {
-        pidfd,
+        holder,
         timeout: Duration::from_millis(u64::from(timeout_ms.unwrap_or(60_000))),
     })
 }
 
 pub struct PidExitTask {
-    pidfd: Option<OwnedFd>,
+    holder: Option<HolderWatch>,
     timeout: Duration,
 }
 
@@ -193,26 +194,24 @@ impl Task for PidExitTask {
     type JsValue = Option<String>;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        use rustix::event::{PollFd, PollFlags, Timespec};
-        let Some(pidfd) = self.pidfd.take() else {
+        let Some(holder) = self.holder.take() else {
             return Ok(None);
         };
+        // Never signalled (and never armed): only the exit or the deadline
+        // ends the wait.
+        let wake = Wake::new();
         let deadline = std::time::Instant::now() + self.timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let left = Timespec {
-                tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
-                tv_nsec: i64::from(left.subsec_nanos()),
-            };
-            let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
-            match rustix::event::poll(&mut fds, Some(&left)) {
-                Ok(0) => return Ok(None),
-                Ok(_) => break,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(_) => return Ok(None),
+            if left.is_zero() {
+                return Ok(None);
+            }
+            // A timeout, or a failed wait (reported as one), looks again
+            // until the deadline.
+            if wait::sleep(None, Some(&holder), &wake, left) == Woken::HolderExited {
+                return Ok(Some(native::hrtime_ns().to_string()));
             }
         }
-        Ok(Some(monotonic_ns()))
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
@@ -220,13 +219,12 @@ impl Task for PidExitTask {
     }
 }
 
-/// `CLOCK_MONOTONIC` now, in nanoseconds (decimal): one clock for every
+/// The monotonic clock `process.hrtime` reads under Node (Linux
+/// `CLOCK_MONOTONIC`), now, in nanoseconds (decimal): one clock for every
 /// process of the machine, the one `wait_pid_exit_ns` answers in. The demo
 /// stamps its sections with it: Bun's `process.hrtime` counts from its own
 /// process's start, so its stamps from two processes cannot be compared.
 #[napi]
 pub fn monotonic_ns() -> String {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    let ns = i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec);
-    ns.to_string()
+    native::hrtime_ns().to_string()
 }

@@ -224,18 +224,9 @@ pub fn kind_of(stat: &Stat) -> FileType {
     FileType::from_raw_mode(stat.st_mode)
 }
 
-/// `st_dev` as a `u64`. The raw type differs per platform (`u64` on Linux,
-/// `i32` on macOS), so the cast is not redundant everywhere.
-#[allow(clippy::unnecessary_cast)]
-pub fn dev_of(stat: &Stat) -> u64 {
-    stat.st_dev as u64
-}
-
-/// `st_ino` as a `u64`.
-#[allow(clippy::unnecessary_cast)]
-pub fn ino_of(stat: &Stat) -> u64 {
-    stat.st_ino as u64
-}
+/// `st_dev` and `st_ino` as `u64`s: their raw types differ per platform,
+/// so the widening belongs to the platform seam.
+pub use crate::sys::platform::{dev_of, ino_of};
 
 /// `st_nlink` as a `u64` (its raw width differs per platform: `u64` on
 /// Linux x86_64, `u32` on aarch64, `u16` on macOS).
@@ -710,7 +701,7 @@ mod tests {
     fn bounded_read_refuses_fifo_symlink_and_huge_files() {
         let root = tempdir("read");
         let dir = open_dir_nofollow(&root).unwrap();
-        rustix::fs::mknodat(&dir, "fifo", FileType::Fifo, Mode::RUSR | Mode::WUSR, 0).unwrap();
+        crate::testutil::make_fifo(&root.join("fifo"));
         std::os::unix::fs::symlink("/etc/hostname", root.join("link")).unwrap();
         let mut big = std::fs::File::create(root.join("big")).unwrap();
         big.write_all(&[b'x'; 4096]).unwrap();

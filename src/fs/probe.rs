@@ -18,7 +18,6 @@
 //! probe saw refuse a flag goes straight to its fallback.
 
 use std::ffi::OsStr;
-use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -26,16 +25,21 @@ use rustix::fs::{self, AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 use crate::fs::{caps, fsx};
+use crate::sys::errno::is_flock_unsupported;
 
 mod kind;
 mod notes;
 
-pub use kind::{classify, is_overlayfs};
+pub use kind::classify;
+#[cfg(target_os = "linux")]
+pub use kind::is_overlayfs;
 
 /// The class of `dir`'s filesystem by its `statfs` magic alone: one
 /// syscall, no tries, no mountinfo (what the lock asks on every attempt:
 /// may it run inline? may the client's view be stale?). `Unknown` when
-/// `statfs` fails or the type is not in the table.
+/// `statfs` fails or the type is not in the table. Linux only: the table
+/// holds Linux's magic numbers (macOS asks `MNT_LOCAL` instead).
+#[cfg(target_os = "linux")]
 pub fn class_by_magic(dir: rustix::fd::BorrowedFd<'_>) -> Class {
     kind::statfs_magic(dir).map_or(Class::Unknown, |magic| kind::name_of_magic(magic).1)
 }
@@ -113,11 +117,23 @@ impl Tried {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Inotify {
     /// Events arrive, and every writer is on this host: all changes.
+    #[cfg_attr(
+        not(target_os = "linux"),
+        allow(dead_code, reason = "what the Linux probe finds")
+    )]
     AllChanges,
     /// Events arrive for this host's changes; other hosts' (or the
     /// server's) changes raise none here.
+    #[cfg_attr(
+        not(target_os = "linux"),
+        allow(dead_code, reason = "what the Linux probe finds")
+    )]
     ThisHostOnly,
     /// A watch was set but our own change raised no event.
+    #[cfg_attr(
+        not(target_os = "linux"),
+        allow(dead_code, reason = "what the Linux probe finds")
+    )]
     NoEvents,
     /// No watch could be set (the errno), or no inotify on this platform.
     Unavailable(Option<Errno>),
@@ -370,7 +386,7 @@ fn try_flock(scratch: BorrowedFd<'_>) -> Tried {
     };
     match fs::flock(&first, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => {}
-        Err(errno @ (Errno::NOLCK | Errno::OPNOTSUPP | Errno::INVAL | Errno::NOSYS)) => {
+        Err(errno) if is_flock_unsupported(errno) || errno == Errno::NOSYS => {
             return Tried::Refused(errno);
         }
         Err(errno) => return Tried::Failed(errno),
@@ -388,6 +404,7 @@ fn try_flock(scratch: BorrowedFd<'_>) -> Tried {
 #[cfg(target_os = "linux")]
 fn try_inotify(scratch: BorrowedFd<'_>, scratch_path: &Path, class: Class) -> Inotify {
     use rustix::fs::inotify::{self, CreateFlags, Reader, WatchFlags};
+    use std::mem::MaybeUninit;
     let instance = match inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC) {
         Ok(fd) => fd,
         Err(errno) => return Inotify::Unavailable(Some(errno)),
@@ -449,5 +466,7 @@ fn remove_entries(scratch: &OwnedFd) {
     }
 }
 
-#[cfg(test)]
+// The probe's tests read Linux's `statfs` magics, `/dev/shm` and
+// `/proc/self/mountinfo`.
+#[cfg(all(test, target_os = "linux"))]
 mod tests;

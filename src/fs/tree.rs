@@ -41,6 +41,7 @@ use sha2::{Digest, Sha256};
 
 use crate::fs::fsx::{self, FuseSettle};
 use crate::fs::rename::{self, Refusal};
+use crate::sys::errno::is_flock_unsupported;
 
 /// Most entries (the root included) a snapshot may hold.
 pub const MAX_ENTRIES: usize = 4096;
@@ -157,6 +158,12 @@ pub struct TreeSnapshot {
 }
 
 impl TreeSnapshot {
+    /// Whether `stat` is of this snapshot's root directory (same device
+    /// and inode).
+    pub fn is_root(&self, stat: &Stat) -> bool {
+        fsx::dev_of(stat) == self.root_dev && fsx::ino_of(stat) == self.root_ino
+    }
+
     /// The snapshot of a directory holding exactly one file, built from
     /// their `fstat`s and the bytes written, without walking it: what
     /// [`snapshot_tree_at`] would see of a lock directory just published.
@@ -377,7 +384,7 @@ pub fn exact_remove_tree_at(
         Err(error) => return ExactUnlinkOutcome::refused(judged_code(error)).detached_at(examined),
     };
     match fs::fstat(&root) {
-        Ok(stat) if is_root_of(&stat, expected) => {}
+        Ok(stat) if expected.is_root(&stat) => {}
         Ok(_) => return ExactUnlinkOutcome::refused("identity_mismatch").detached_at(examined),
         Err(_) => return ExactUnlinkOutcome::refused("io_error"),
     }
@@ -385,11 +392,12 @@ pub fn exact_remove_tree_at(
     // remover acting on the same, now stale, view must not detach whatever
     // replaced the tree. After the lock, the name must still be the root.
     match fs::flock(&root, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) | Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => {}
+        Ok(()) => {}
+        Err(errno) if is_flock_unsupported(errno) => {}
         Err(_) => return ExactUnlinkOutcome::refused("busy"),
     }
     match fsx::stat_nofollow(parent, name) {
-        Ok(stat) if is_root_of(&stat, expected) => {}
+        Ok(stat) if expected.is_root(&stat) => {}
         Ok(_) => return ExactUnlinkOutcome::refused("identity_mismatch").detached_at(examined),
         Err(Errno::NOENT) => return ExactUnlinkOutcome::refused("not_found"),
         Err(_) => return ExactUnlinkOutcome::refused("io_error"),
@@ -485,7 +493,7 @@ fn verify_in_place(
 ) -> Result<(OwnedFd, Stat), &'static str> {
     let root = open_root(parent, name).map_err(judged_code)?;
     let stat = fs::fstat(&root).map_err(|_| "io_error")?;
-    if !is_root_of(&stat, expected) {
+    if !expected.is_root(&stat) {
         return Err("identity_mismatch");
     }
     let seen = snapshot_open_dir(root.as_fd()).map_err(judged_code)?;
@@ -646,10 +654,6 @@ fn judged_code(error: TreeError) -> &'static str {
         TreeError::Io(_) => "io_error",
         _ => "identity_mismatch",
     }
-}
-
-fn is_root_of(stat: &Stat, expected: &TreeSnapshot) -> bool {
-    fsx::dev_of(stat) == expected.root_dev && fsx::ino_of(stat) == expected.root_ino
 }
 
 /// Opens the parent of `path` no-follow, wording the refusal; returns it with
@@ -984,8 +988,7 @@ mod tests {
     fn snapshot_refuses_fifo_without_blocking_and_sockets() {
         let root = tempdir("special");
         let lock = lock_tree(&root);
-        let dir = fsx::open_dir_nofollow(&lock).unwrap();
-        fs::mknodat(&dir, "fifo", FileType::Fifo, Mode::RUSR | Mode::WUSR, 0).unwrap();
+        crate::testutil::make_fifo(&lock.join("fifo"));
         let started = Instant::now();
         assert_eq!(code_of(&lock), Some("unsupported_entry"));
         assert!(started.elapsed() < Duration::from_secs(5));
@@ -1087,8 +1090,7 @@ mod tests {
                 std::fs::rename(lock.join("copy"), lock.join("info")).unwrap();
             }),
             ("fifo added", |lock| {
-                let dir = fsx::open_dir_nofollow(&lock.join("sub")).unwrap();
-                fs::mknodat(&dir, "fifo", FileType::Fifo, Mode::RUSR, 0).unwrap();
+                crate::testutil::make_fifo(&lock.join("sub/fifo"));
             }),
         ];
         for (what, change) in changes {

@@ -56,6 +56,7 @@ use crate::lock::identity::{info_entry, is_empty_dir};
 use crate::lock::observe::{Observation, Owner, observe};
 use crate::lock::publish::STAGING_TAG;
 use crate::lock::verdict::{HostPolicy, Liveness, Observer, liveness_of};
+use crate::sys::errno::is_flock_unsupported;
 
 /// The old fixed quarantine suffix (`<lock>.removing`).
 const LEGACY_QUARANTINE_SUFFIX: &[u8] = b".removing";
@@ -278,7 +279,7 @@ fn take_turn(dir: BorrowedFd<'_>) -> Option<Turn> {
     }
     match rustix::fs::flock(dir, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Some(Turn::Taken),
-        Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => Some(Turn::Unsupported),
+        Err(errno) if is_flock_unsupported(errno) => Some(Turn::Unsupported),
         Err(_) => None,
     }
 }

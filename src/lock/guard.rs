@@ -19,6 +19,7 @@ use rustix::io::Errno;
 
 use crate::fs::fsx;
 use crate::fs::tree::TreeSnapshot;
+use crate::sys::errno::is_flock_unsupported;
 
 /// Held while reclaiming; dropping it releases the `flock`.
 pub struct ReclaimGuard {
@@ -49,23 +50,20 @@ pub fn guard_judged(parent: BorrowedFd<'_>, name: &OsStr, judged: &TreeSnapshot)
         Err(Errno::WOULDBLOCK) => return Guarded::Busy,
         // No flock on this filesystem: proceed unguarded, as the original
         // module always does.
-        Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => None,
+        Err(errno) if is_flock_unsupported(errno) => None,
         Err(_) => return Guarded::Busy,
     };
     // A reclaimer that finished before we locked has replaced the lock:
     // the name must still name the judged directory.
     match fsx::stat_nofollow(parent, name) {
-        Ok(stat) if stat.st_dev == judged.root_dev && stat.st_ino == judged.root_ino => {
-            Guarded::Acquired(ReclaimGuard { _judged: held })
-        }
+        Ok(stat) if judged.is_root(&stat) => Guarded::Acquired(ReclaimGuard { _judged: held }),
         _ => Guarded::Gone,
     }
 }
 
 /// Whether the open directory is the root of `judged`.
 pub fn names_root(dir: BorrowedFd<'_>, judged: &TreeSnapshot) -> bool {
-    fs::fstat(dir)
-        .is_ok_and(|stat| stat.st_dev == judged.root_dev && stat.st_ino == judged.root_ino)
+    fs::fstat(dir).is_ok_and(|stat| judged.is_root(&stat))
 }
 
 #[cfg(test)]

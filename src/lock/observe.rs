@@ -102,7 +102,7 @@ fn observe_lock(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, Obs
         Err(err) => return Ok(classify_tree_error(err)),
     };
     let root = rustix::fs::fstat(&dir).map_err(ObserveError)?;
-    if snapshot.root_dev != root.st_dev || snapshot.root_ino != root.st_ino {
+    if !snapshot.is_root(&root) {
         return Ok(Observation::Transient {
             code: "tree_changed",
         });

@@ -34,8 +34,10 @@ use crate::fs::tree::{self, TreeSnapshot};
 use crate::lock::identity::INFO_NAME;
 use crate::lock::volume::{self, OnServer};
 
-const DIR_MODE: u32 = 0o700;
-const INFO_MODE: u32 = 0o600;
+/// The lock directory's mode: `rwx------`.
+const DIR_MODE: Mode = Mode::RWXU;
+/// The record's mode: `rw-------`.
+const INFO_MODE: Mode = Mode::RUSR.union(Mode::WUSR);
 
 /// What a publication left on disk.
 #[derive(Debug)]
@@ -244,7 +246,7 @@ fn stage_new(
     crate::sys::faults::check("publish.stage")
         .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
     let staging = staging_name(lock_name);
-    fs::mkdirat(parent, &staging, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
+    fs::mkdirat(parent, &staging, DIR_MODE).map_err(PublishError::Os)?;
     match stage(parent, &staging, record) {
         Ok((published, info)) => Ok((staging, published, info)),
         Err(error) => {
@@ -265,15 +267,15 @@ fn stage(
     hold_while_unwritten(dir.as_fd())?;
     crate::sys::faults::pause("publish.unwritten", staging);
     // Explicit modes: the umask (even 0777) must not weaken or lock us out.
-    fs::fchmod(&dir, Mode::from_raw_mode(DIR_MODE)).map_err(PublishError::Os)?;
+    fs::fchmod(&dir, DIR_MODE).map_err(PublishError::Os)?;
     let info = fs::openat(
         &dir,
         INFO_NAME,
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(INFO_MODE),
+        INFO_MODE,
     )
     .map_err(PublishError::Os)?;
-    fs::fchmod(&info, Mode::from_raw_mode(INFO_MODE)).map_err(PublishError::Os)?;
+    fs::fchmod(&info, INFO_MODE).map_err(PublishError::Os)?;
     write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
     // The record speaks for its owner now (pid, start, boot, pid
     // namespace): the `flock` has done its work, and a published lock must
@@ -291,7 +293,8 @@ fn stage(
 /// remove it: `ENOENT`, made again under a fresh name.
 fn hold_while_unwritten(dir: BorrowedFd<'_>) -> Result<(), PublishError> {
     match fs::flock(dir, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) | Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => Ok(()),
+        Ok(()) => Ok(()),
+        Err(errno) if crate::sys::errno::is_flock_unsupported(errno) => Ok(()),
         Err(Errno::WOULDBLOCK) => Err(PublishError::Os(Errno::NOENT)),
         Err(errno) => Err(PublishError::Os(errno)),
     }
@@ -526,7 +529,7 @@ pub fn remove_staging(parent: BorrowedFd<'_>, staging: &OsStr, ours: Option<&Own
         let (Ok(seen), Ok(expected)) = (fs::fstat(&dir), fs::fstat(ours)) else {
             return;
         };
-        if (seen.st_dev, seen.st_ino) != (expected.st_dev, expected.st_ino) {
+        if !fsx::same_inode(&seen, &expected) {
             return;
         }
     }
@@ -784,7 +787,7 @@ mod tests {
         let root = tempdir("staging-taken");
         let parent = fsx::open_dir_nofollow(&root).unwrap();
         let staging = OsStr::new("f.lock.pending.1.12345678-1234-1234-1234-123456789abc");
-        fs::mkdirat(&parent, staging, Mode::from_raw_mode(DIR_MODE)).unwrap();
+        fs::mkdirat(&parent, staging, DIR_MODE).unwrap();
         let reaper = fsx::open_child_dir(parent.as_fd(), staging).unwrap();
         fs::flock(&reaper, FlockOperation::NonBlockingLockExclusive).unwrap();
         let Err(PublishError::Os(errno)) = stage(parent.as_fd(), staging, b"{}") else {

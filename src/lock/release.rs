@@ -13,7 +13,6 @@ use std::ffi::OsStr;
 
 use rustix::fd::{AsFd, BorrowedFd};
 use rustix::fs::{self, AtFlags, FlockOperation};
-use rustix::io::Errno;
 
 use crate::fs::caps;
 use crate::fs::fsx;
@@ -22,6 +21,7 @@ use crate::fs::tree::{self, TreeSnapshot, sha256_hex};
 use crate::lock::fastpath;
 use crate::lock::identity::{INFO_NAME, info_entry};
 use crate::lock::table::{self, BeginRelease, Generation, LockKey};
+use crate::sys::errno::is_flock_unsupported;
 
 /// `FILE_LOCK_RELEASE_RETRY_ATTEMPTS`.
 pub const RELEASE_RETRY_ATTEMPTS: u32 = 5;
@@ -285,7 +285,8 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
         return None;
     }
     match fs::flock(root, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) | Err(Errno::NOLCK) | Err(Errno::OPNOTSUPP) | Err(Errno::INVAL) => {}
+        Ok(()) => {}
+        Err(errno) if is_flock_unsupported(errno) => {}
         // A reclaimer is judging this directory right now.
         Err(_) => return Some(Err(Removal::Transient("busy"))),
     }

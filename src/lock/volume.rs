@@ -56,11 +56,9 @@ pub fn may_serve_stale(dir: BorrowedFd<'_>) -> bool {
 /// would replace an empty directory made in the meantime.
 #[cfg(target_os = "macos")]
 pub fn may_serve_stale(dir: BorrowedFd<'_>) -> bool {
-    #[allow(
-        clippy::cast_sign_loss,
-        reason = "MNT_LOCAL is a positive flag bit declared as c_int"
-    )]
-    const MNT_LOCAL: u32 = libc::MNT_LOCAL as u32;
+    // `MNT_LOCAL` is declared as a `c_int`, `f_flags` is a `u32`: the same
+    // bit, reinterpreted.
+    const MNT_LOCAL: u32 = libc::MNT_LOCAL.cast_unsigned();
     match fs::fstatfs(dir) {
         Ok(statfs) => statfs.f_flags & MNT_LOCAL == 0,
         // Not told: ask the server, as for an unknown type on Linux.

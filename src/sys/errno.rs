@@ -52,6 +52,20 @@ pub fn is_transient(errno: Errno) -> bool {
     )
 }
 
+/// Whether `flock` failed because the filesystem has no advisory locks, so
+/// a caller proceeds unguarded (as the original module always does):
+/// `ENOLCK` (NFS without a lock daemon), `EOPNOTSUPP` and `EINVAL` (Linux
+/// filesystems without locks), and `ENOTSUP`, macOS's answer for a
+/// filesystem whose `VNOP_ADVLOCK` is XNU's `err_advlock` (macFUSE mounts,
+/// for one). `ENOTSUP` and `EOPNOTSUPP` are one number on Linux and two on
+/// macOS, hence the comparisons rather than a pattern.
+pub fn is_flock_unsupported(errno: Errno) -> bool {
+    errno == Errno::NOLCK
+        || errno == Errno::OPNOTSUPP
+        || errno == Errno::NOTSUP
+        || errno == Errno::INVAL
+}
+
 /// A human sentence for an errno, for messages.
 pub fn errno_text(errno: Errno) -> String {
     std::io::Error::from(errno).to_string()
@@ -67,5 +81,14 @@ mod tests {
         assert_eq!(errno_code(Errno::NAMETOOLONG), "ENAMETOOLONG");
         assert!(is_transient(Errno::NOTEMPTY));
         assert!(!is_transient(Errno::IO));
+    }
+
+    #[test]
+    fn a_filesystem_without_locks_is_told_apart_from_a_held_lock() {
+        for errno in [Errno::NOLCK, Errno::OPNOTSUPP, Errno::NOTSUP, Errno::INVAL] {
+            assert!(is_flock_unsupported(errno), "{errno:?}");
+        }
+        assert!(!is_flock_unsupported(Errno::WOULDBLOCK));
+        assert!(!is_flock_unsupported(Errno::IO));
     }
 }

@@ -68,7 +68,9 @@ pub fn valid_pid(pid: u32) -> Option<Pid> {
     Pid::from_raw(i32::try_from(pid).ok()?)
 }
 
-/// Repeats a syscall interrupted by a signal.
+/// Repeats a syscall interrupted by a signal (the `/proc` reads of the
+/// Linux platform; kqueue's waits handle `EINTR` themselves).
+#[cfg(target_os = "linux")]
 pub fn retry_intr<T>(mut call: impl FnMut() -> rustix::io::Result<T>) -> rustix::io::Result<T> {
     loop {
         match call() {

@@ -33,6 +33,7 @@ use crate::sys::platform::{self, native, portable};
 /// The descriptor a sleeping head polls for this process's signals.
 pub enum WakeFd {
     /// An eventfd (Linux): one descriptor, a counter.
+    #[cfg(target_os = "linux")]
     Counter(OwnedFd),
     /// A pipe (macOS, portable): readable while a byte is in it.
     Pipe { read: OwnedFd, write: OwnedFd },
@@ -88,6 +89,7 @@ impl Wake {
     /// none could be made.
     pub fn pollable(&self) -> Option<BorrowedFd<'_>> {
         self.fd().map(|fd| match fd {
+            #[cfg(target_os = "linux")]
             WakeFd::Counter(fd) => fd.as_fd(),
             WakeFd::Pipe { read, .. } => read.as_fd(),
         })
@@ -108,6 +110,7 @@ impl Wake {
         self.notify.notify_one();
         // A full counter or pipe (EAGAIN) means it is signalled already.
         match self.fd() {
+            #[cfg(target_os = "linux")]
             Some(WakeFd::Counter(fd)) => {
                 let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
             }
@@ -126,6 +129,7 @@ impl Wake {
     /// Consumes pending signals, so the next sleep waits for a new one.
     pub fn drain(&self) {
         match self.fd() {
+            #[cfg(target_os = "linux")]
             Some(WakeFd::Counter(fd)) => {
                 let mut buf = [0u8; 8];
                 let _ = rustix::io::read(fd, &mut buf);
@@ -170,10 +174,9 @@ impl Watch {
     }
 }
 
-#[allow(clippy::unnecessary_cast)]
 fn identity(dir: BorrowedFd<'_>) -> Option<(u64, u64)> {
     let stat = rustix::fs::fstat(dir).ok()?;
-    Some((stat.st_dev as u64, stat.st_ino as u64))
+    Some((platform::dev_of(&stat), platform::ino_of(&stat)))
 }
 
 /// What wakes a head for its lock's name, for `NODE_DEBUG=exactlock`.

@@ -21,13 +21,12 @@ pub(super) fn statfs_of(dir: BorrowedFd<'_>) -> Result<(u64, &'static str, bool)
 
 #[cfg(target_os = "linux")]
 pub(super) fn statfs_magic(dir: BorrowedFd<'_>) -> Result<u64, Errno> {
-    // `f_type` is a signed word; the magic numbers are 32-bit patterns
-    // (CIFS's 0xFF534D42 reads negative on some ABIs).
-    #[allow(
-        clippy::unnecessary_cast,
-        reason = "f_type's width differs between ABIs"
-    )]
-    Ok(fs::fstatfs(dir)?.f_type as u64 & 0xFFFF_FFFF)
+    // `f_type` is a word whose width and sign differ between ABIs; the
+    // magic numbers are 32-bit patterns (CIFS's 0xFF534D42 reads negative
+    // where the word is a signed 32-bit one). The low 32 bits of any of
+    // them, taken through `i128`, are the pattern.
+    let low_bits = i128::from(fs::fstatfs(dir)?.f_type) & 0xFFFF_FFFF;
+    Ok(u64::try_from(low_bits).expect("masked to 32 bits, so non-negative"))
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -38,7 +37,8 @@ pub(super) fn statfs_magic(_dir: BorrowedFd<'_>) -> Result<u64, Errno> {
 /// overlayfs's `statfs` magic (`OVERLAYFS_SUPER_MAGIC`).
 const OVERLAYFS_MAGIC: u64 = 0x794C_7630;
 
-/// Whether `dir` is on overlayfs (never, where the platform has none).
+/// Whether `dir` is on overlayfs (a Linux filesystem).
+#[cfg(target_os = "linux")]
 pub fn is_overlayfs(dir: BorrowedFd<'_>) -> bool {
     statfs_magic(dir).is_ok_and(|magic| magic == OVERLAYFS_MAGIC)
 }
@@ -181,11 +181,7 @@ pub(super) fn mount_of(dir: BorrowedFd<'_>, dev: u64) -> Option<Mount> {
         .ok()
         .filter(|statx| statx.stx_mask & fs::StatxFlags::MNT_ID.bits() != 0)
         .map(|statx| statx.stx_mnt_id);
-    let major_minor = format!(
-        "{}:{}",
-        rustix::fs::major(dev as _),
-        rustix::fs::minor(dev as _)
-    );
+    let major_minor = format!("{}:{}", rustix::fs::major(dev), rustix::fs::minor(dev));
     let entries: Vec<MountInfoLine<'_>> = text.lines().filter_map(parse_mountinfo).collect();
     let by_id = mnt_id.and_then(|id| entries.iter().find(|entry| entry.id == id));
     let found = by_id.or_else(|| {
@@ -207,6 +203,7 @@ pub(super) fn mount_of(_dir: BorrowedFd<'_>, _dev: u64) -> Option<Mount> {
 }
 
 /// The fields of one `/proc/self/mountinfo` line that we use.
+#[cfg(target_os = "linux")]
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct MountInfoLine<'a> {
     pub(super) id: u64,
@@ -219,6 +216,7 @@ pub(super) struct MountInfoLine<'a> {
 /// `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue`:
 /// id, parent, major:minor, root, mount point, options, optional fields up
 /// to `-`, then type, source, super options (proc(5)).
+#[cfg(target_os = "linux")]
 pub(super) fn parse_mountinfo(line: &str) -> Option<MountInfoLine<'_>> {
     let mut fields = line.split(' ');
     let id = fields.next()?.parse().ok()?;
@@ -244,6 +242,7 @@ pub(super) fn parse_mountinfo(line: &str) -> Option<MountInfoLine<'_>> {
 }
 
 /// mountinfo writes space, tab, newline and backslash as `\ooo` octal.
+#[cfg(target_os = "linux")]
 pub(super) fn unescape_mountinfo(field: &str) -> String {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());

@@ -7,9 +7,11 @@
 //! `O_PATH`: no-follow opens walk `O_NOFOLLOW | O_DIRECTORY` components
 //! (`crate::fs::fsx`), as under the portable mechanisms.
 //!
-//! Not compiled on the machines this project is built on (they have no
-//! macOS standard library); see the README's "Platforms" section for what
-//! is and is not verified.
+//! Cross-compiled and linked on the Linux machines this project is built
+//! on (`-Zbuild-std` and zig; `cargo clippy` is clean for both darwin
+//! triples), never run there: what here is checked against Apple's headers
+//! and man pages is said where it is used. See the README's "Platforms"
+//! section for what is and is not verified.
 
 use std::ffi::{CStr, OsStr, OsString};
 use std::mem::MaybeUninit;
@@ -22,7 +24,7 @@ use rustix::event::kqueue::{
     Event, EventFilter, EventFlags, ProcessEvents, VnodeEvents, kevent, kqueue,
 };
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{AtFlags, OFlags};
+use rustix::fs::{AtFlags, Dev, OFlags};
 use rustix::io::Errno;
 use rustix::process::Pid;
 
@@ -69,10 +71,25 @@ pub fn open_nofollow(_path: &Path, _flags: OFlags) -> Option<Result<OwnedFd, Err
     None
 }
 
+/// A device number as [`super::dev_of`] carries it. macOS's `dev_t` is a
+/// signed 32-bit number (major in the top byte, so a major from 128 up
+/// reads negative); libuv assigns it to a `uint64_t`, which sign-extends,
+/// and the same widening here keeps the number equal to Node's
+/// `fs.Stats.dev` (bigint) and distinct for distinct devices.
+pub fn dev_number(dev: Dev) -> u64 {
+    i64::from(dev).cast_unsigned()
+}
+
 // ---------------------------------------------------------------- processes
 
-/// `proc_pidinfo(pid, PROC_PIDTBSDINFO)`: the BSD part of a process,
-/// zombies included (the kernel looks zombies up for this flavor).
+/// `proc_pidinfo`'s `arg` for `PROC_PIDTBSDINFO`: non-zero finds zombies too.
+const FIND_ZOMBIES: u64 = 1;
+
+/// `proc_pidinfo(pid, PROC_PIDTBSDINFO, 1)`: the BSD part of a process,
+/// zombies included. The kernel looks zombies up for this flavor only
+/// when `arg` is non-zero (XNU `bsd/kern/proc_info.c`: `if (arg) findzomb
+/// = 1`); with 0 a zombie is ESRCH, and `kill(pid, 0)` would then read it
+/// as alive.
 #[allow(unsafe_code)]
 fn bsd_info(pid: u32) -> Result<libc::proc_bsdinfo, Errno> {
     let pid = valid_pid(pid).ok_or(Errno::SRCH)?.as_raw_nonzero().get();
@@ -88,7 +105,7 @@ fn bsd_info(pid: u32) -> Result<libc::proc_bsdinfo, Errno> {
         libc::proc_pidinfo(
             pid,
             libc::PROC_PIDTBSDINFO,
-            0,
+            FIND_ZOMBIES,
             (&raw mut info).cast::<libc::c_void>(),
             size,
         )
@@ -218,6 +235,26 @@ pub fn pid_ns() -> Option<u64> {
     None
 }
 
+/// Now on `process.hrtime.bigint()`'s clock, in nanoseconds. libuv reads
+/// `mach_continuous_time()` on macOS (it counts through sleep), which is
+/// `CLOCK_MONOTONIC_RAW` (clock_gettime(3)); rustix names no such clock on
+/// Apple systems, so libc's `clock_gettime` reads it.
+#[allow(unsafe_code)]
+pub fn hrtime_ns() -> i128 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `tp` points to `now`, a live, writable, properly aligned
+    // `timespec` that nothing else aliases during the call, which writes
+    // only that struct. The only failure is EINVAL for a clock the system
+    // lacks (`CLOCK_MONOTONIC_RAW` exists from macOS 10.12; the oldest
+    // built for is 10.13), which leaves `now` zero: a wrong reading for a
+    // test seam, not unsoundness.
+    let _ = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, &raw mut now) };
+    i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec)
+}
+
 // ---------------------------------------------------------------- waiting
 
 /// Registers `changes` on `queue` without reading events: with no room for
@@ -323,10 +360,9 @@ impl NameWatch {
     }
 }
 
-#[allow(clippy::unnecessary_cast)]
 fn identity_of(dir: BorrowedFd<'_>, name: &OsStr) -> Option<(u64, u64)> {
     let stat = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-    Some((stat.st_dev as u64, stat.st_ino as u64))
+    Some((super::dev_of(&stat), super::ino_of(&stat)))
 }
 
 /// The holder's pid, watched with `EVFILT_PROC` `NOTE_EXIT` while a head

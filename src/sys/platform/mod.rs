@@ -15,6 +15,7 @@
 //! | waiting            | inotify + pidfd + eventfd, `poll` | `kqueue`: `EVFILT_VNODE`, `EVFILT_PROC`, a pipe | a pipe and the `retryDelayMs` timer |
 //! | no-follow opens    | `openat2(RESOLVE_NO_SYMLINKS)`, `O_PATH` | `O_NOFOLLOW` walk                 | `O_NOFOLLOW \| O_DIRECTORY` walk    |
 //! | exclusive renames  | `renameat2` `NOREPLACE`/`EXCHANGE` | `renameatx_np` `RENAME_EXCL`/`RENAME_SWAP` | none: `mkdirat`/`linkat` claims, reclaim in place |
+//! | device numbers     | `dev_t` is `u64`                  | `dev_t` is `i32`, widened as libuv does  | the OS's own (never switched)       |
 //!
 //! `EXACTLOCK_PLATFORM=portable` forces the portable column on Linux (and
 //! macOS), so the code paths another system takes run in `npm test` here.
@@ -26,7 +27,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use rustix::fd::{BorrowedFd, OwnedFd};
-use rustix::fs::{OFlags, RenameFlags};
+use rustix::fs::{OFlags, RenameFlags, Stat};
 use rustix::io::Errno;
 
 #[cfg(target_os = "linux")]
@@ -109,6 +110,26 @@ pub struct OwnStart {
 /// `/proc` not mounted).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcMissing;
+
+/// A file's device number as the crate carries it: compared, used as a
+/// key, and given to JavaScript in decimal. The platform's `dev_t` differs
+/// in width and sign (rustix's [`rustix::fs::Dev`]), so each platform
+/// widens its own ([`native::dev_number`]) to the `u64` that Node's
+/// `fs.statSync(path, { bigint: true }).dev` reports for the same file.
+pub fn dev_of(stat: &Stat) -> u64 {
+    native::dev_number(stat.st_dev)
+}
+
+/// A file's inode number. `ino_t` is 64 bits on every platform this is
+/// built for (`c_ulong` on 64-bit Linux, `__darwin_ino64_t` on macOS);
+/// `From` widens a narrower one losslessly should one appear.
+#[allow(
+    clippy::useless_conversion,
+    reason = "st_ino is u64 on the targets built today; the conversion keeps a narrower ino_t lossless"
+)]
+pub fn ino_of(stat: &Stat) -> u64 {
+    u64::from(stat.st_ino)
+}
 
 /// `renameat` with `flags` (`NOREPLACE`, `EXCHANGE`), where the platform
 /// has an exclusive rename and it is not forced portable; `ENOSYS`

@@ -233,7 +233,7 @@ mod tests {
     fn forced_portable_opens_walk_without_following_and_pin_without_o_path() {
         use crate::fs::fsx;
         use crate::testutil::tempdir;
-        use rustix::fs::{FileType, Mode};
+        use rustix::fs::FileType;
         crate::sys::platform::forcing_portable(|| {
             assert_eq!(crate::sys::platform::path_only_flag(), None);
             let root = tempdir("portable-open");
@@ -252,7 +252,7 @@ mod tests {
             let link = fsx::open_pin(dir.as_fd(), std::ffi::OsStr::new("alias")).unwrap_err();
             assert!(matches!(link, Errno::LOOP | Errno::NOTDIR), "{link:?}");
             // A FIFO is pinned at once, without waiting for a writer.
-            rustix::fs::mknodat(&dir, "fifo", FileType::Fifo, Mode::RUSR | Mode::WUSR, 0).unwrap();
+            crate::testutil::make_fifo(&root.join("fifo"));
             let fifo = fsx::open_pin(dir.as_fd(), std::ffi::OsStr::new("fifo")).unwrap();
             assert_eq!(
                 fsx::kind_of(&rustix::fs::fstat(&fifo).unwrap()),

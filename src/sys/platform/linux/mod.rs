@@ -8,7 +8,7 @@ pub mod procfs;
 use std::path::Path;
 
 use rustix::fd::OwnedFd;
-use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::fs::{Dev, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 pub use events::{HeldEvents, HolderWatch, NameWatch, holder_exit, sleep, wake_fd};
@@ -40,6 +40,19 @@ pub const INCARNATION_PREFIX: Option<&str> = Some("linux:");
 
 /// `O_PATH`: open without reading.
 pub const PATH_ONLY: Option<OFlags> = Some(OFlags::PATH);
+
+/// A device number as [`super::dev_of`] carries it: Linux's `dev_t` is
+/// already an unsigned 64-bit number (glibc's `makedev` encoding), kept as is.
+pub fn dev_number(dev: Dev) -> u64 {
+    dev
+}
+
+/// Now on `process.hrtime.bigint()`'s clock (libuv reads `CLOCK_MONOTONIC`
+/// on Linux), in nanoseconds.
+pub fn hrtime_ns() -> i128 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec)
+}
 
 /// This process's start from `/proc/self/stat`: the wall-clock rendering
 /// uses the ticks as `/proc` shows them, with `btime` as it shows it (both

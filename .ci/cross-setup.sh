@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# cross-setup.sh: what `npm run build:target -- TRIPLE` needs on a Debian 12 (bookworm)
+# x86_64 machine to build every platform package.json ships, without rustup
+# downloading anything:
+#   - Debian's rustc-web/cargo-web/rust-web-src (and its clippy): a second Rust
+#     toolchain in /usr/bin that carries the standard library's source, so
+#     `-Zbuild-std` builds std for any target (rustup's own toolchain stays as it is);
+#   - zig and cargo-zigbuild (PyPI, in a private venv): the linker for glibc 2.17,
+#     musl and Mach-O.
+# Then it writes $XPLAT_DIR/env.sh, to source in the shell that cross-builds:
+#   . "$XPLAT_DIR/env.sh" && npm run build:target -- aarch64-apple-darwin
+#
+# Idempotent: a second run only checks. Run as root (apt-get); without root it
+# only checks and says what is missing.
+#   XPLAT_DIR  where the venv, the shims and env.sh go (default: $HOME/.cache/exactlock-cross)
+set -euo pipefail
+
+XPLAT_DIR=${XPLAT_DIR:-$HOME/.cache/exactlock-cross}
+ZIGLANG_VERSION=${ZIGLANG_VERSION:-0.17.1}
+ZIGBUILD_VERSION=${ZIGBUILD_VERSION:-0.24.1}
+
+say() { printf '== cross-setup: %s\n' "$*"; }
+die() { printf 'cross-setup: %s\n' "$*" >&2; exit 1; }
+
+[ "$(uname -m)" = x86_64 ] || die "an x86_64 host is assumed"
+mkdir -p "$XPLAT_DIR"
+XPLAT_DIR=$(cd "$XPLAT_DIR" && pwd)
+
+# --- 1. Debian packages ------------------------------------------------------------
+PKGS=(rustc-web cargo-web rust-web-src rust-web-clippy python3-venv)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || die "missing Debian packages (run as root to install): ${missing[*]}"
+  say "apt-get install ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  say "Debian packages present ($(/usr/bin/rustc --version))"
+fi
+[ -e /usr/lib/rustlib/src/rust/library/Cargo.lock ] || die "rust-web-src installed, but /usr/lib/rustlib/src/rust/library is missing"
+
+# --- 2. zig and cargo-zigbuild in a private venv --------------------------------------
+if [ ! -x "$XPLAT_DIR/venv/bin/cargo-zigbuild" ]; then
+  say "venv: ziglang==$ZIGLANG_VERSION cargo-zigbuild==$ZIGBUILD_VERSION"
+  python3 -m venv "$XPLAT_DIR/venv"
+  "$XPLAT_DIR/venv/bin/pip" install --quiet --disable-pip-version-check \
+    "ziglang==$ZIGLANG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION"
+else
+  say "venv with cargo-zigbuild present"
+fi
+ZIG_DIR=$("$XPLAT_DIR/venv/bin/python" -c 'import ziglang, os; print(os.path.dirname(ziglang.__file__))')
+
+# --- 3. Shims: `cargo`, `rustc` and clippy mean Debian's toolchain ---------------------
+# rustup's proxies come first on PATH otherwise, and the napi CLI runs a bare `cargo`.
+mkdir -p "$XPLAT_DIR/bin"
+for tool in cargo rustc cargo-clippy clippy-driver; do
+  ln -sfn "/usr/bin/$tool" "$XPLAT_DIR/bin/$tool"
+done
+
+# --- 4. env.sh --------------------------------------------------------------------------
+cat > "$XPLAT_DIR/env.sh.new" <<EOF
+# Source in the shell that cross-builds (not in an everyday shell: cargo and rustc
+# become Debian's, and RUSTC_BOOTSTRAP=1 lets them take -Zbuild-std).
+export XPLAT_DIR="$XPLAT_DIR"
+export PATH="\$XPLAT_DIR/bin:\$XPLAT_DIR/venv/bin:$ZIG_DIR:\$PATH"
+export RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
+EOF
+mv "$XPLAT_DIR/env.sh.new" "$XPLAT_DIR/env.sh"
+
+. "$XPLAT_DIR/env.sh"
+say "ready: cargo $(cargo --version | cut -d' ' -f2), zig $(zig version), $(cargo-zigbuild --version)"
+say "use:   . $XPLAT_DIR/env.sh && npm run build:target -- TRIPLE"
