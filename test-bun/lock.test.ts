@@ -19,6 +19,7 @@ import {
   removeFileLockDirForGc,
   withFileLock,
 } from "../lib/index.ts";
+import { injectDelayForTesting } from "../lib/testing.ts";
 
 const roots: string[] = [];
 afterEach(() => {
@@ -175,7 +176,11 @@ describe("hot path under Bun", () => {
     roots.push(root);
     const file = path.join(root, "state.json");
     // The first acquisition in a directory runs off the thread and learns
-    // that its filesystem is local and quick.
+    // that its filesystem is local and quick. Held back 10 ms (the off-thread
+    // attempt would otherwise race the check below from the other core, a
+    // few microseconds apart); 10 ms stays under the 20 ms that would mark
+    // the directory slow.
+    injectDelayForTesting("attempt", 10, "state.json.lock", 1);
     const first = acquireLock(file);
     expect(fs.existsSync(`${file}.lock`)).toBe(false);
     await (await first)();
