@@ -76,9 +76,10 @@ describe("chaos: processes SIGKILLed while holding and while waiting", () => {
       // waiters actually killed. (Forced portable, fewer sections fit in the
       // 8 s: half the workers wait on a 100 ms timer with no kernel wake-up,
       // and an empty lock directory left by a kill (see below) holds the lock
-      // for 10 s.)
+      // for 10 s — from an early kill on, nobody holds and so nobody is
+      // killed holding: 3 holding kills were seen in one CI run.)
       expect(report.sections).toBeGreaterThan(PORTABLE ? 0 : 100);
-      expect(report.kills.holding).toBeGreaterThan(5);
+      expect(report.kills.holding).toBeGreaterThan(PORTABLE ? 0 : 5);
       expect(report.kills.waiting).toBeGreaterThan(5);
       // Every increment the counter shows is accounted for: logged by its
       // section, or lost with a holder killed between its write and its log.
