@@ -5,27 +5,44 @@
 //                                    binary, no scripts at all (installing it runs nothing),
 //                                    its platform packages as optionalDependencies pinned to
 //                                    its own version
-//   <out>/exactlock-<platform>/      one per binary found in npm/<platform>/ (where CI's
-//                                    `napi artifacts` puts them) or native/ (this clone's build)
+//   <out>/exactlock-<platform>/      one per shipped platform, its binary taken from
+//                                    npm/<platform>/ (where the workflow's `napi artifacts`
+//                                    puts them) or native/ (`npm run build:target`)
 //   <out>/*.tgz                      `npm pack` of each
+//   <out>/packed.json                what scripts/publish-release.mjs publishes, in order
+//
+// A release is refused, before anything is packed, when a shipped platform has no binary,
+// when a binary fails its artifact check (scripts/check-artifact.mjs: format, CPU, a Linux
+// gnu binary asking for glibc above 2.17, a macOS floor above the target's), or when
+// package.json lacks repository/homepage/bugs (npm's provenance check needs the repository;
+// --expect-repository URL also refuses a different one).
+//
+// --partial stages only the binaries this clone has, checked but not refused, and marks the
+// result as not publishable (packed.json `publishable: false`): it is what the registry
+// round trip of `npm test` installs from, on a machine that built one target.
 //
 // The repository's own package.json keeps `prepare` (a clone builds from source); the
-// published one never does. Publish the tarballs, never the repository root.
+// published one never does. Publish with scripts/publish-release.mjs, never the repository root.
 //
-//   node scripts/stage-release.mjs [--out DIR]      (default: release/)
+//   node scripts/stage-release.mjs [--out DIR] [--partial] [--expect-repository URL]
+//                                                                (default out: release/)
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { fileURLToPath } from "node:url";
-
-const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), "..");
-const outArg = process.argv.indexOf("--out");
-const OUT = path.resolve(outArg > 0 ? process.argv[outArg + 1] : path.join(ROOT, "release"));
+import { pathToFileURL } from "node:url";
+import { checkArtifact } from "./check-artifact.mjs";
+import { ROOT, shippedTargets } from "./targets.mjs";
 
 /** Fields of the repository's manifest that only a clone needs. */
 const CLONE_ONLY = ["scripts", "devDependencies", "allowScripts"];
 /** Published beside the manifest's `files`. */
 const ALWAYS = ["README.md", "LICENSE"];
+/** Where the package comes from: npm's provenance check compares `repository` with the workflow's. */
+export const SOURCE_FIELDS = ["repository", "homepage", "bugs"];
+/** Copied from the main manifest into every platform package's. */
+const SHARED_FIELDS = ["description", "keywords", "license", "engines", ...SOURCE_FIELDS];
+
+export class ReleaseRefused extends Error {}
 
 function readJson(file) {
   return JSON.parse(fs.readFileSync(file, "utf8"));
@@ -40,63 +57,147 @@ function copy(from, to) {
   fs.cpSync(from, to, { recursive: true });
 }
 
-function stageMain(manifest, platforms) {
-  const dir = path.join(OUT, manifest.name);
+/** The repository's URL as GitHub spells it: `https://github.com/owner/name`. */
+export function repositoryUrl(manifest) {
+  const raw = typeof manifest.repository === "string" ? manifest.repository : manifest.repository?.url;
+  if (!raw) return null;
+  return raw
+    .replace(/^git\+/, "")
+    .replace(/^github:/, "https://github.com/")
+    .replace(/^git@github\.com:/, "https://github.com/")
+    .replace(/^(git|ssh):\/\/(git@)?/, "https://")
+    .replace(/\.git$/, "")
+    .replace(/\/$/, "");
+}
+
+/** Why this manifest cannot be released as it is, or null. */
+export function sourceFieldsProblem(manifest, expected) {
+  const missing = SOURCE_FIELDS.filter((field) => !manifest[field]);
+  if (missing.length > 0) {
+    return (
+      `package.json has no ${missing.join(", ")}: set them to the canonical repository's URL ` +
+      "(README, \"Releasing\"); npm rejects --provenance without `repository`"
+    );
+  }
+  if (expected && repositoryUrl(manifest) !== expected.replace(/\.git$/, "").replace(/\/$/, "")) {
+    return `package.json's repository is ${repositoryUrl(manifest)}, but this release is built from ${expected}: npm's provenance check would reject it`;
+  }
+  return null;
+}
+
+/** Each shipped target with the binary this clone has for it (npm/<platform>/ first), checked. */
+function findBinaries() {
+  return shippedTargets().map((target) => {
+    const manifest = readJson(path.join(ROOT, "npm", target.platform, "package.json"));
+    const file = [path.join(ROOT, "npm", target.platform, manifest.main), path.join(ROOT, "native", manifest.main)].find(
+      (candidate) => fs.existsSync(candidate),
+    );
+    const report = file ? checkArtifact(file, target) : null;
+    return { target, manifest, file, report };
+  });
+}
+
+function binaryProblem({ target, file, report }) {
+  if (!file) return `${target.platform}: no binary (npm/${target.platform}/ or native/): npm run build:target -- ${target.triple}`;
+  if (!report.ok) {
+    const failed = report.checks.filter((check) => !check.ok).map((check) => `${check.name}: ${check.detail}`).join("; ");
+    return `${target.platform}: ${path.relative(ROOT, file)} fails its artifact check (${failed})`;
+  }
+  return null;
+}
+
+function stageMain(out, manifest) {
+  const dir = path.join(out, manifest.name);
   if (manifest.files.some((file) => file.includes(".node"))) {
-    throw new Error("package.json `files` names a .node: binaries belong to the platform packages");
+    throw new ReleaseRefused("package.json `files` names a .node: binaries belong to the platform packages");
   }
   for (const file of [...manifest.files, ...ALWAYS]) {
     const from = path.join(ROOT, file);
-    if (!fs.existsSync(from)) throw new Error(`${file} is missing: run \`npm run build\` first`);
+    if (!fs.existsSync(from)) throw new ReleaseRefused(`${file} is missing: run \`npm run build\` first`);
     copy(from, path.join(dir, file));
   }
   const published = { ...manifest };
   for (const field of CLONE_ONLY) delete published[field];
   published.optionalDependencies = Object.fromEntries(
-    platforms.map((platform) => [`${manifest.name}-${platform}`, manifest.version]),
+    shippedTargets().map((target) => [`${manifest.name}-${target.platform}`, manifest.version]),
   );
   writeJson(path.join(dir, "package.json"), published);
   return dir;
 }
 
-function stagePlatform(manifest, platform) {
-  const source = path.join(ROOT, "npm", platform);
-  const platformManifest = readJson(path.join(source, "package.json"));
+function stagePlatform(out, manifest, { target, manifest: platformManifest, file }) {
   if (platformManifest.version !== manifest.version) {
-    throw new Error(`npm/${platform} is ${platformManifest.version}, the package ${manifest.version}: run \`napi version\``);
+    throw new ReleaseRefused(
+      `npm/${target.platform} is ${platformManifest.version}, the package ${manifest.version}: run \`napi version\``,
+    );
   }
-  const binary = platformManifest.main;
-  const found = [path.join(source, binary), path.join(ROOT, "native", binary)].find((file) => fs.existsSync(file));
-  if (!found) return null;
-  const dir = path.join(OUT, platformManifest.name);
-  copy(path.join(source, "package.json"), path.join(dir, "package.json"));
-  copy(path.join(source, "README.md"), path.join(dir, "README.md"));
+  const dir = path.join(out, platformManifest.name);
+  const published = { ...platformManifest };
+  for (const field of SHARED_FIELDS) if (manifest[field] !== undefined) published[field] = manifest[field];
+  writeJson(path.join(dir, "package.json"), published);
+  copy(path.join(ROOT, "npm", target.platform, "README.md"), path.join(dir, "README.md"));
   copy(path.join(ROOT, "LICENSE"), path.join(dir, "LICENSE"));
-  copy(found, path.join(dir, binary));
+  copy(file, path.join(dir, platformManifest.main));
   return dir;
 }
 
-function pack(dir) {
-  const out = execFileSync("npm", ["pack", "--json", "--pack-destination", OUT], { cwd: dir, encoding: "utf8" });
-  const [packed] = JSON.parse(out);
-  return { name: packed.name, tarball: path.join(OUT, packed.filename), files: packed.files.map((f) => f.path) };
+function pack(out, dir) {
+  const output = execFileSync("npm", ["pack", "--json", "--pack-destination", out], { cwd: dir, encoding: "utf8" });
+  const [packed] = JSON.parse(output);
+  return {
+    name: packed.name,
+    version: packed.version,
+    tarball: path.join(out, packed.filename),
+    files: packed.files.map((f) => f.path),
+  };
 }
 
-export function stageRelease() {
+/**
+ * Stages the release into `out`; throws ReleaseRefused (before touching `out`) when it
+ * may not be published. Returns packed.json's content: `{ publishable, left, packages }`,
+ * `packages` in publishing order (platform packages first, the main package last).
+ */
+export function stageRelease({ out, partial = false, expectRepository = null }) {
   const manifest = readJson(path.join(ROOT, "package.json"));
-  const platforms = fs.readdirSync(path.join(ROOT, "npm")).sort();
-  fs.rmSync(OUT, { recursive: true, force: true });
-  fs.mkdirSync(OUT, { recursive: true });
-  const dirs = [stageMain(manifest, platforms)];
-  for (const platform of platforms) {
-    const dir = stagePlatform(manifest, platform);
-    if (dir) dirs.push(dir);
+  const binaries = findBinaries();
+  const problems = [sourceFieldsProblem(manifest, expectRepository), ...binaries.map(binaryProblem)].filter(Boolean);
+  if (problems.length > 0 && !partial) {
+    throw new ReleaseRefused(`not a release:\n  - ${problems.join("\n  - ")}`);
   }
-  return dirs.map(pack);
+  fs.rmSync(out, { recursive: true, force: true });
+  fs.mkdirSync(out, { recursive: true });
+  const mainDir = stageMain(out, manifest);
+  const platformDirs = binaries.filter((binary) => binary.file).map((binary) => stagePlatform(out, manifest, binary));
+  const staged = {
+    publishable: problems.length === 0,
+    left: problems,
+    packages: [...platformDirs, mainDir].map((dir) => pack(out, dir)),
+  };
+  writeJson(path.join(out, "packed.json"), staged);
+  return staged;
 }
 
-const packed = stageRelease();
-for (const { name, tarball, files } of packed) {
-  console.log(`${path.relative(process.cwd(), tarball)}  ${name}  (${files.length} files)`);
+function main(argv) {
+  const valueOf = (flag) => {
+    const at = argv.indexOf(flag);
+    return at === -1 ? null : argv[at + 1];
+  };
+  const out = path.resolve(valueOf("--out") ?? path.join(ROOT, "release"));
+  try {
+    const staged = stageRelease({ out, partial: argv.includes("--partial"), expectRepository: valueOf("--expect-repository") });
+    for (const { name, tarball, files } of staged.packages) {
+      console.log(`${tarball}  ${name}  (${files.length} files)`);
+    }
+    if (!staged.publishable) {
+      console.log(`stage-release: partial, not publishable:\n  - ${staged.left.join("\n  - ")}`);
+    } else {
+      console.log(`stage-release: ready; publish with: node scripts/publish-release.mjs --dir ${out}`);
+    }
+  } catch (error) {
+    if (!(error instanceof ReleaseRefused)) throw error;
+    console.error(`stage-release: ${error.message}`);
+    process.exit(1);
+  }
 }
-writeJson(path.join(OUT, "packed.json"), packed);
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) main(process.argv.slice(2));

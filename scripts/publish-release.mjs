@@ -1,0 +1,59 @@
+#!/usr/bin/env node
+// Publishes what scripts/stage-release.mjs staged: every platform package first, the main
+// package last, so a failure on the way leaves no main package on the registry pointing at
+// binaries that are not there. Builds nothing and reads nothing but <dir>/packed.json and
+// the tarballs it names, each passed to npm by absolute path (a relative `release/x.tgz`
+// is read by npm as a GitHub shorthand).
+//
+//   node scripts/publish-release.mjs [--dir DIR] [npm publish flags…]
+//     e.g. --provenance --access public          (the workflow, on a v* tag)
+//          --registry http://127.0.0.1:4873/     (the dry run against a local registry)
+//
+// Refuses a staging marked not publishable (stage-release --partial). A package whose
+// exact version the registry already has is skipped, so a run that failed half-way can be
+// run again.
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { ROOT } from "./targets.mjs";
+
+function fail(message) {
+  console.error(`publish-release: ${message}`);
+  process.exit(1);
+}
+
+function npm(args) {
+  return spawnSync("npm", args, { encoding: "utf8", env: process.env });
+}
+
+function main(argv) {
+  const at = argv.indexOf("--dir");
+  const dir = path.resolve(at === -1 ? path.join(ROOT, "release") : argv[at + 1]);
+  const flags = at === -1 ? argv : [...argv.slice(0, at), ...argv.slice(at + 2)];
+  const registryAt = flags.indexOf("--registry");
+  const registry = registryAt === -1 ? [] : ["--registry", flags[registryAt + 1]];
+  const file = path.join(dir, "packed.json");
+  if (!fs.existsSync(file)) fail(`${file} is missing: run \`npm run stage-release\` first`);
+  const staged = JSON.parse(fs.readFileSync(file, "utf8"));
+  if (!staged.publishable) fail(`${dir} is a partial staging, not a release:\n  - ${staged.left.join("\n  - ")}`);
+  const main = staged.packages.at(-1);
+  if (main.files.some((f) => f.endsWith(".node"))) fail(`the last package, ${main.name}, holds a binary: it must be the main package`);
+
+  for (const { name, version, tarball } of staged.packages) {
+    if (!path.isAbsolute(tarball) || !fs.existsSync(tarball)) fail(`${tarball} is not an absolute path to a staged tarball`);
+    const seen = npm(["view", `${name}@${version}`, "version", ...registry]);
+    if (seen.status === 0 && seen.stdout.trim() === version) {
+      console.log(`publish-release: ${name}@${version} is already published; skipped`);
+      continue;
+    }
+    console.log(`publish-release: npm publish ${tarball} ${flags.join(" ")}`);
+    const published = spawnSync("npm", ["publish", tarball, ...flags], { stdio: "inherit", env: process.env });
+    if (published.status !== 0) {
+      fail(`${name}@${version} was not published (npm exited ${published.status ?? published.signal}); ` +
+        `${name === main.name ? "the platform packages are" : "nothing after it is"} on the registry. Fix, then run this again.`);
+    }
+  }
+  console.log(`publish-release: ${staged.packages.length} packages published, ${main.name} last`);
+}
+
+main(process.argv.slice(2));
