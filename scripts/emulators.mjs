@@ -58,8 +58,8 @@ export function runtimeFor(platform, baseEnv = process.env) {
   const wrap = (args) =>
     spec.muslLoader
       ? {
-          command: "unshare",
-          args: ["--mount", "--propagation", "private", "--", "sh", "-c", 'mount --bind "$0" /usr/bin/ldd && exec "$@"', spec.muslLoader, runtime, ...args],
+          command: "/usr/bin/unshare",
+          args: ["--mount", "--propagation", "private", "--", "/bin/sh", "-c", '/bin/mount --bind "$0" /usr/bin/ldd && exec "$@"', spec.muslLoader, runtime, ...args],
         }
       : { command: runtime, args };
   return { label, kind: spec.kind, runtime, env, wrap };

@@ -22,8 +22,9 @@ function fail(message) {
   process.exit(1);
 }
 
-function npm(args) {
-  return spawnSync("npm", args, { encoding: "utf8", env: process.env });
+/** npm, run in the staging folder: never in the repository, whose package.json npm would read. */
+function npm(args, dir, options = { encoding: "utf8" }) {
+  return spawnSync("npm", args, { cwd: dir, env: process.env, ...options });
 }
 
 function main(argv) {
@@ -41,13 +42,13 @@ function main(argv) {
 
   for (const { name, version, tarball } of staged.packages) {
     if (!path.isAbsolute(tarball) || !fs.existsSync(tarball)) fail(`${tarball} is not an absolute path to a staged tarball`);
-    const seen = npm(["view", `${name}@${version}`, "version", ...registry]);
+    const seen = npm(["view", `${name}@${version}`, "version", ...registry], dir);
     if (seen.status === 0 && seen.stdout.trim() === version) {
       console.log(`publish-release: ${name}@${version} is already published; skipped`);
       continue;
     }
     console.log(`publish-release: npm publish ${tarball} ${flags.join(" ")}`);
-    const published = spawnSync("npm", ["publish", tarball, ...flags], { stdio: "inherit", env: process.env });
+    const published = npm(["publish", tarball, ...flags], dir, { stdio: "inherit" });
     if (published.status !== 0) {
       fail(`${name}@${version} was not published (npm exited ${published.status ?? published.signal}); ` +
         `${name === main.name ? "the platform packages are" : "nothing after it is"} on the registry. Fix, then run this again.`);

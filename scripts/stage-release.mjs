@@ -132,6 +132,7 @@ function stagePlatform(out, manifest, { target, manifest: platformManifest, file
     );
   }
   const dir = path.join(out, platformManifest.name);
+  fs.mkdirSync(dir, { recursive: true });
   const published = { ...platformManifest };
   for (const field of SHARED_FIELDS) if (manifest[field] !== undefined) published[field] = manifest[field];
   writeJson(path.join(dir, "package.json"), published);

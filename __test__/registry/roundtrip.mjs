@@ -9,13 +9,28 @@
 // (ESM and CommonJS) with tsc and runs its vitest and bun suites, a two-process counter among
 // them. Stops the registry and removes the temp dir on every path.
 //
-//   node __test__/registry/roundtrip.mjs          (npm run test:registry)
+// With --release it is the dry run of the whole publish path (npm run test:release, in
+// .ci/run once every target is built): stage-release without --partial (all six platform
+// packages, each binary checked, package.json's source fields present), published by
+// scripts/publish-release.mjs (platform packages first, main last), then for each other
+// shipped target a consumer installs exactlock through that target's own package
+// (`npm install --os --cpu --libc`), and where this machine can run the target
+// (scripts/emulators.mjs) runs its own tests under that target's runtime: vitest under arm64
+// Node for linux-arm64-gnu, `bun test` under musl Bun for the musl ones. The macOS packages
+// are installed and their binaries checked as files.
+//
+//   node __test__/registry/roundtrip.mjs            (npm run test:registry)
+//   node __test__/registry/roundtrip.mjs --release  (npm run test:release)
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import { createServer } from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
+import { checkArtifact } from "../../scripts/check-artifact.mjs";
+import { EMULATED, runtimeFor } from "../../scripts/emulators.mjs";
+import { SOURCE_FIELDS } from "../../scripts/stage-release.mjs";
+import { shippedTargets } from "../../scripts/targets.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.join(HERE, "..", "..");
@@ -25,6 +40,7 @@ const BIN = path.join(ROOT, "node_modules", ".bin");
 const repoManifest = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8"));
 const versionOf = (name) => JSON.parse(fs.readFileSync(path.join(ROOT, "node_modules", name, "package.json"), "utf8")).version;
 
+const RELEASE = process.argv.includes("--release");
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-registry-"));
 let registry = null;
 
@@ -184,10 +200,18 @@ function consumerProject(name, npmrc, extra = {}) {
   return dir;
 }
 
-function checkStaged(packed) {
+function checkStaged(staged) {
   step("what is published");
-  const [main, ...platforms] = packed;
-  check(main.name === "exactlock", "the first tarball is the main package");
+  const packed = staged.packages;
+  const main = packed.at(-1);
+  const platforms = packed.slice(0, -1);
+  check(main.name === "exactlock", "the last tarball is the main package");
+  if (RELEASE) {
+    check(staged.publishable, "the staging is a release (every target's binary present and checked)");
+    check(platforms.length === shippedTargets().length, `${platforms.length} platform packages, one per shipped target`);
+  } else {
+    check(!staged.publishable, `a partial staging, marked not publishable (${staged.left.length} reasons)`);
+  }
   check(!main.files.some((file) => file.endsWith(".node")), "the main package holds no .node");
   const published = JSON.parse(fs.readFileSync(path.join(work, "release", "exactlock", "package.json"), "utf8"));
   check(published.scripts === undefined, "the main package.json has no scripts (no prepare, no install hook)");
@@ -199,14 +223,24 @@ function checkStaged(packed) {
   for (const platform of platforms) {
     const manifest = JSON.parse(fs.readFileSync(path.join(work, "release", platform.name, "package.json"), "utf8"));
     check(manifest.scripts === undefined, `${platform.name} has no scripts`);
+    check(platform.files.some((file) => file.endsWith(".node")), `${platform.name} holds its .node`);
+    if (RELEASE) {
+      const missing = SOURCE_FIELDS.filter((field) => manifest[field] === undefined);
+      check(missing.length === 0, `${platform.name} names its source (${SOURCE_FIELDS.join(", ")}) for provenance`);
+    }
   }
 }
 
 async function main() {
   step("staging the packages");
-  run(process.execPath, [path.join(ROOT, "scripts", "stage-release.mjs"), "--out", path.join(work, "release")]);
-  const packed = JSON.parse(fs.readFileSync(path.join(work, "release", "packed.json"), "utf8"));
-  checkStaged(packed);
+  run(process.execPath, [
+    path.join(ROOT, "scripts", "stage-release.mjs"),
+    "--out",
+    path.join(work, "release"),
+    ...(RELEASE ? [] : ["--partial"]),
+  ]);
+  const staged = JSON.parse(fs.readFileSync(path.join(work, "release", "packed.json"), "utf8"));
+  checkStaged(staged);
 
   installVerdaccio();
   step("starting verdaccio on 127.0.0.1");
@@ -220,8 +254,15 @@ async function main() {
     npm_config_registry: url,
     npm_config_cache: path.join(work, "npm-cache"),
   };
-  for (const { tarball } of [...packed.slice(1), packed[0]]) {
-    run("npm", ["publish", tarball, "--registry", url], { env: userEnv });
+  if (RELEASE) {
+    // The release's own command; the workflow adds --provenance --access public.
+    const published = run(process.execPath, [path.join(ROOT, "scripts", "publish-release.mjs"), "--dir", path.join(work, "release"), "--registry", url], { env: userEnv });
+    const order = [...published.output.matchAll(/^publish-release: npm publish (\S+)/gm)].map((m) => path.basename(m[1]));
+    check(order.length === staged.packages.length && order.at(-1).startsWith("exactlock-0"), `published in order, the main package last: ${order.join(", ")}`);
+  } else {
+    for (const { tarball } of staged.packages) {
+      run("npm", ["publish", tarball, "--registry", url], { env: userEnv });
+    }
   }
 
   step("npm install exactlock, without cargo or rustc");
@@ -275,6 +316,54 @@ async function main() {
     "bun installed the platform package");
   const bunTest = run(bun, ["test"], { cwd: bunProject, env: consumerEnv });
   check(/\b3 pass\b/.test(bunTest.output) && /\b0 fail\b/.test(bunTest.output), "the consumer's bun suite: 3 pass, 0 fail");
+
+  if (RELEASE) {
+    for (const target of shippedTargets()) {
+      if (target.platform !== "linux-x64-gnu") targetConsumer(target, npmrc, consumerEnv, path.join(npmProject, "build"));
+    }
+  }
+}
+
+/**
+ * A consumer on another target: `npm install --os --cpu --libc` resolves exactlock's
+ * optional dependencies for that target, so exactly its platform package is installed, from
+ * this registry; its binary passes the artifact check; and where this machine can run the
+ * target, the consumer's own suite runs under the target's runtime.
+ */
+function targetConsumer(target, npmrc, consumerEnv, compiled) {
+  const { platform } = target;
+  step(`${platform}: npm install exactlock as that target`);
+  const emulated = EMULATED[platform];
+  const cpu = { x86_64: "x64", aarch64: "arm64" }[target.arch];
+  const flags = [`--os=${target.os}`, `--cpu=${cpu}`, ...(target.libc ? [`--libc=${target.libc === "gnu" ? "glibc" : "musl"}`] : [])];
+  // vitest (and through it rolldown's native binding) for the target too, when Node runs there.
+  const devDependencies = emulated?.kind === "node" ? { vitest: versionOf("vitest") } : {};
+  const project = consumerProject(`consumer-${platform}`, npmrc, { devDependencies });
+  // The consumer's compiled JavaScript is the same for every target: tsc ran above.
+  fs.cpSync(compiled, path.join(project, "build"), { recursive: true });
+  if (emulated?.kind === "node") run("npm", ["install", "--no-audit", "--no-fund", ...flags], { cwd: project, env: consumerEnv });
+  run("npm", ["install", "--no-audit", "--no-fund", ...flags, "exactlock"], { cwd: project, env: consumerEnv });
+  const lock = JSON.parse(fs.readFileSync(path.join(project, "package-lock.json"), "utf8"));
+  const present = fs.readdirSync(path.join(project, "node_modules")).filter((name) => name.startsWith("exactlock-"));
+  check(present.length === 1 && present[0] === `exactlock-${platform}`, `only exactlock-${platform} is installed (${present.join(", ")})`);
+  const entry = lock.packages[`node_modules/exactlock-${platform}`];
+  check(entry?.resolved?.startsWith(consumerEnv.npm_config_registry) === true, `exactlock-${platform} came from the local registry (${entry?.resolved})`);
+  const binary = path.join(project, "node_modules", `exactlock-${platform}`, `exactlock.${platform}.node`);
+  const report = checkArtifact(binary, target);
+  check(report.ok, `its binary passes the artifact check (${report.checks.map((c) => c.name).join(", ")})`);
+  if (!emulated) {
+    console.log(`   (${platform} is not run on this machine: its binary is checked as a file)`);
+    return;
+  }
+  const { label, kind, env, wrap } = runtimeFor(platform, consumerEnv);
+  step(`${label}: the consumer's own suite`);
+  const { command, args } = kind === "node"
+    ? wrap([path.join(project, "node_modules", "vitest", "vitest.mjs"), "run"])
+    : wrap(["test"]);
+  const result = run(command, args, { cwd: project, env });
+  const output = result.output.replace(/\x1b\[[0-9;]*m/g, "");
+  if (kind === "node") check(/Tests\s+3 passed \(3\)/.test(output), `${label}: the consumer's vitest suite, 3 of 3 passed`);
+  else check(/\b3 pass\b/.test(output) && /\b0 fail\b/.test(output), `${label}: the consumer's bun suite, 3 pass, 0 fail`);
 }
 
 function stopRegistry() {
