@@ -907,14 +907,17 @@ describe("abort", () => {
   });
 });
 
+/** What a relative path's error adds (a relative path is never resolved: SPEC §3). */
+const RESOLVE_IT = "(or a file: URL): resolve it first, e.g. path.resolve(p), so every process names the same lock";
+
 describe("options validation", () => {
   it.each([
     ["", "ERR_INVALID_ARG_VALUE", 'filePath must be a non-empty absolute path; received ""'],
-    [null, "ERR_INVALID_ARG_TYPE", "filePath must be a string; received null"],
-    [42, "ERR_INVALID_ARG_TYPE", "filePath must be a string; received type number (42)"],
-    ["../escape", "ERR_INVALID_ARG_VALUE", 'filePath must be an absolute path; received "../escape"'],
-    ["relative/state.json", "ERR_INVALID_ARG_VALUE", 'filePath must be an absolute path; received "relative/state.json"'],
-    [undefined, "ERR_INVALID_ARG_TYPE", "filePath must be a string; received undefined"],
+    [null, "ERR_INVALID_ARG_TYPE", "filePath must be a string or a file: URL; received null"],
+    [42, "ERR_INVALID_ARG_TYPE", "filePath must be a string or a file: URL; received type number (42)"],
+    ["../escape", "ERR_INVALID_ARG_VALUE", `filePath must be an absolute path ${RESOLVE_IT}; received "../escape"`],
+    ["relative/state.json", "ERR_INVALID_ARG_VALUE", `filePath must be an absolute path ${RESOLVE_IT}; received "relative/state.json"`],
+    [undefined, "ERR_INVALID_ARG_TYPE", "filePath must be a string or a file: URL; received undefined"],
   ])("#6 rejects the malformed file path %j before publication", async (filePath, code, message) => {
     let entered = false;
     const error = await rejectionOf(

@@ -176,6 +176,37 @@ function retriesRows(call: (options: unknown, dir: string) => unknown): Row[] {
   ];
 }
 
+/** `timeout`: ms from 0 to 2^53 − 1, or Infinity. */
+function timeoutRows(call: (options: unknown, dir: string) => unknown): Row[] {
+  const range = "^timeout must be a number of ms from 0 to Number.MAX_SAFE_INTEGER, or Infinity; received";
+  return [
+    row('timeout "5"', TYPE, /^timeout must be a number; received type string \("5"\)$/, (d) => call({ timeout: "5" }, d)),
+    row("timeout null", TYPE, /^timeout must be a number; received null$/, (d) => call({ timeout: null }, d)),
+    row("timeout -1", VALUE, new RegExp(`${range} -1$`), (d) => call({ timeout: -1 }, d)),
+    row("timeout NaN", VALUE, new RegExp(`${range} NaN$`), (d) => call({ timeout: Number.NaN }, d)),
+    row("timeout -Infinity", VALUE, new RegExp(`${range} -Infinity$`), (d) => call({ timeout: -Infinity }, d)),
+  ];
+}
+
+/** The file a lock is for: an absolute path or a file: URL; relative paths refused with the fix. */
+function lockPathRows(name: string, call: (value: unknown, dir: string) => unknown): Row[] {
+  const n = re(name);
+  return [
+    row(`${name} undefined`, TYPE, new RegExp(`^${n} must be a string or a file: URL; received undefined$`), (d) => call(undefined, d)),
+    row(`${name} 42`, TYPE, new RegExp(`^${n} must be a string or a file: URL; received type number \\(42\\)$`), (d) => call(42, d)),
+    row(`${name} an http: URL`, VALUE, new RegExp(`^${n} must be a file: URL when it is a URL; received "http://`), (d) =>
+      call(new URL("http://example.com/x"), d),
+    ),
+    row(`${name} ""`, VALUE, new RegExp(`^${n} must be a non-empty absolute path; received ""$`), (d) => call("", d)),
+    row(`${name} relative`, VALUE, new RegExp(`^${n} must be an absolute path \\(or a file: URL\\): resolve it first, e\\.g\\. path\\.resolve\\(p\\)`), (d) =>
+      call("rel/x", d),
+    ),
+    row(`${name} with NUL`, VALUE, new RegExp(`^${n} must not contain NUL bytes; received ".*\\\\u0000b`), (d) =>
+      call(path.join(d, "sub", "a\0b"), d),
+    ),
+  ];
+}
+
 /** Options exactlock does not have: named, with a hint for other libraries' names. */
 function unknownOptionRows(call: (options: unknown, dir: string) => unknown): Row[] {
   return [
@@ -191,8 +222,8 @@ function unknownOptionRows(call: (options: unknown, dir: string) => unknown): Ro
     row("option lockfilePath", VALUE, /^options\.lockfilePath is not an option of exactlock: the lock is always/, (d) =>
       call({ lockfilePath: `${d}/x.lock` }, d),
     ),
-    row("option timeout", VALUE, /^options\.timeout is not an option of exactlock: the waiting budget is retries × retryDelayMs/, (d) =>
-      call({ timeout: 1000 }, d),
+    row("option wait", VALUE, /^options\.wait is not an option of exactlock: did you mean timeout\?/, (d) =>
+      call({ wait: 1000 }, d),
     ),
     row("option retryDelay (a typo)", VALUE, /^options\.retryDelay is not an option of exactlock: the options are staleMs, retries, retryDelayMs,/, (d) =>
       call({ retryDelay: 10 }, d),
@@ -208,6 +239,7 @@ function lockOptionRows(call: (options: unknown, dir: string) => unknown): Row[]
     ...numberRows("staleMs", (v, d) => call({ staleMs: v }, d)),
     ...retriesRows(call),
     ...numberRows("retryDelayMs", (v, d) => call({ retryDelayMs: v }, d)),
+    ...timeoutRows(call),
     row("retryDelayMs 1e300", VALUE, /^retryDelayMs must be a finite number .* received 1e\+300$/, (d) =>
       call({ retryDelayMs: 1e300 }, d),
     ),
@@ -345,21 +377,31 @@ const TABLE: Record<string, Entry> = {
   acquireLock: {
     mode: "async",
     rows: [
-      ...absolutePathRows("filePath", (v) => exactlock.acquireLock(v as string)),
+      ...lockPathRows("filePath", (v) => exactlock.acquireLock(v as string)),
       ...lockOptionRows((o, d) => exactlock.acquireLock(fileIn(d), o as never)),
+    ],
+  },
+  tryAcquireLock: {
+    mode: "async",
+    rows: [
+      ...lockPathRows("filePath", (v) => exactlock.tryAcquireLock(v as string)),
+      ...lockOptionRows((o, d) => exactlock.tryAcquireLock(fileIn(d), o as never)).filter(
+        // tryAcquireLock sets timeout itself (0): a bad one given is replaced, not refused
+        (r) => !r.label.startsWith("timeout"),
+      ),
     ],
   },
   acquireFileLock: {
     mode: "async",
     rows: [
-      ...absolutePathRows("filePath", (v) => exactlock.acquireFileLock(v as string)),
+      ...lockPathRows("filePath", (v) => exactlock.acquireFileLock(v as string)),
       ...lockOptionRows((o, d) => exactlock.acquireFileLock(fileIn(d), o as never)),
     ],
   },
   withFileLock: {
     mode: "async",
     rows: [
-      ...absolutePathRows("filePath", (v) => exactlock.withFileLock(v as string, withFn)),
+      ...lockPathRows("filePath", (v) => exactlock.withFileLock(v as string, withFn)),
       row("fn undefined", TYPE, /^fn must be a function; received undefined$/, (d) =>
         exactlock.withFileLock(fileIn(d), undefined as never),
       ),
@@ -375,7 +417,7 @@ const TABLE: Record<string, Entry> = {
   acquireLockSync: {
     mode: "sync",
     rows: [
-      ...absolutePathRows("filePath", (v) => exactlock.acquireLockSync(v as string)),
+      ...lockPathRows("filePath", (v) => exactlock.acquireLockSync(v as string)),
       ...lockOptionRows((o, d) => exactlock.acquireLockSync(fileIn(d), o as never)).filter(
         // (a signal or onContended of the wrong type fails as in acquireLock, below)
         (r) => !r.label.startsWith("signal") && !r.label.startsWith("onContended"),
@@ -391,7 +433,7 @@ const TABLE: Record<string, Entry> = {
   withFileLockSync: {
     mode: "sync",
     rows: [
-      ...absolutePathRows("filePath", (v) => exactlock.withFileLockSync(v as string, () => 0)),
+      ...lockPathRows("filePath", (v) => exactlock.withFileLockSync(v as string, () => 0)),
       row("fn undefined", TYPE, /^fn must be a function; received undefined$/, (d) =>
         exactlock.withFileLockSync(fileIn(d), undefined as never),
       ),
@@ -403,7 +445,7 @@ const TABLE: Record<string, Entry> = {
   inspectLock: {
     mode: "async",
     rows: [
-      ...absolutePathRows("filePath", (v) => exactlock.inspectLock(v as string)),
+      ...lockPathRows("filePath", (v) => exactlock.inspectLock(v as string)),
       ...optionsObjectRows((o, d) => exactlock.inspectLock(fileIn(d), o as never)),
       ...unknownOptionRows((o, d) => exactlock.inspectLock(fileIn(d), o as never)),
       ...numberRows("staleMs", (v, d) => exactlock.inspectLock(fileIn(d), { staleMs: v as number })),
@@ -414,7 +456,7 @@ const TABLE: Record<string, Entry> = {
   isLocked: {
     mode: "async",
     rows: [
-      ...absolutePathRows("filePath", (v) => exactlock.isLocked(v as string)),
+      ...lockPathRows("filePath", (v) => exactlock.isLocked(v as string)),
       ...optionsObjectRows((o, d) => exactlock.isLocked(fileIn(d), o as never)),
       ...unknownOptionRows((o, d) => exactlock.isLocked(fileIn(d), o as never)),
       ...numberRows("staleMs", (v, d) => exactlock.isLocked(fileIn(d), { staleMs: v as number })),

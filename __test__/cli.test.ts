@@ -45,7 +45,7 @@ describe("exactlock run", () => {
   it("holds the lock while CMD runs: CMD sees its own exactlock as the live holder", async () => {
     const file = path.join(dir, "state.json");
     const result = await runCli(["run", file, "--", node, CLI, "status", "--json", file]);
-    expect(result.status).toBe(0);
+    expect(result.status).toBe(1); // status's "held"
     const [entry] = JSON.parse(result.stdout) as Array<{ verdict: string; holder: { pid: number; liveness: string } }>;
     expect(entry!.verdict).toBe("held");
     expect(entry!.holder.liveness).toBe("live");
@@ -124,6 +124,31 @@ describe("exactlock run", () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
+  it("-w inf waits for a live holder as long as it holds (past 10 s), then runs CMD", { timeout: 40_000 }, async () => {
+    const file = path.join(dir, "state.json");
+    const first = await holder(file);
+    const run = startCli(["run", "-w", "inf", file, node, "-e", "console.log('ran')"]);
+    running.push(run);
+    await new Promise((resolve) => setTimeout(resolve, 11_000));
+    expect(run.child.exitCode).toBeNull();
+    first.kill("SIGKILL");
+    const result = await run.exited;
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain("ran");
+    expect((await runCli(["run", "-w", "forever", file, node, "-e", ""])).stderr).toContain("or inf");
+  });
+
+  it("help run is run --help; the help says where run differs from flock", async () => {
+    const viaHelp = await runCli(["help", "run"]);
+    expect(viaHelp.status).toBe(0);
+    expect(viaHelp.stdout).toBe((await runCli(["run", "--help"])).stdout);
+    const text = viaHelp.stdout.replace(/\s+/g, " ");
+    for (const words of ["-w inf waits forever", "where flock -n exits 1 quietly", "-E 1 gives flock's status", "there is no -s", "sh -c"]) {
+      expect(text).toContain(words);
+    }
+    expect((await runCli(["help", "nope"])).status).toBe(2);
+  });
+
   it("run --help names flock's equivalents", async () => {
     const help = await runCli(["run", "--help"]);
     expect(help.status).toBe(0);
@@ -191,7 +216,7 @@ describe("exactlock status", () => {
     const file = path.join(dir, "state.json");
     const first = await holder(file);
     const text = await runCli(["status", file]);
-    expect(text.status).toBe(0);
+    expect(text.status).toBe(1); // held
     expect(text.stdout).toContain(`${file}: held`);
     expect(text.stdout).toContain(`pid ${first.pid}, live`);
     expect(text.stdout).toContain("not stale (owner_alive)");
@@ -207,6 +232,26 @@ describe("exactlock status", () => {
       holder: { pid: first.pid, liveness: "live", foreign: false },
     });
     expect(entry.ageMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it("exits 0 free, 1 held, 3 stale, 4 unreadable, the first that applies across FILEs", async () => {
+    const free = path.join(dir, "free");
+    const held = path.join(dir, "held");
+    const stale = path.join(dir, "stale");
+    await holder(held);
+    await deadOwnerLock(stale);
+    mkdirSync(path.join(dir, "file-parent"));
+    writeFileSync(path.join(dir, "file-parent", "x"), "");
+    const underAFile = path.join(dir, "file-parent", "x", "state.json");
+    expect((await runCli(["status", free])).status).toBe(0);
+    expect((await runCli(["status", held])).status).toBe(1);
+    expect((await runCli(["status", stale])).status).toBe(3);
+    expect((await runCli(["status", free, stale, held])).status).toBe(1);
+    expect((await runCli(["status", free, stale])).status).toBe(3);
+    const failed = await runCli(["status", held, underAFile]);
+    expect(failed.stderr).toContain(underAFile);
+    expect(failed.status).toBe(4);
+    expect((await runCli(["status"])).status).toBe(2);
   });
 
   it("says free for a free lock (exit 0)", async () => {

@@ -70,6 +70,12 @@ export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   try {
     if (name === undefined) throw new UsageError("missing command");
+    if (name === "help" && rest.length > 0) {
+      // `exactlock help run` is `exactlock run --help`.
+      const command = COMMANDS[rest[0]!];
+      if (!command) throw new UsageError(`no help for unknown command ${JSON.stringify(rest[0])}`);
+      return await command(["--help"]);
+    }
     if (name === "-h" || name === "--help" || name === "help") {
       process.stdout.write(GLOBAL_HELP);
       return 0;

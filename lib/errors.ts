@@ -72,7 +72,12 @@ export class FileLockError extends Error {
   }
 }
 
-/** The waiting budget ran out while someone else held the lock. A {@link FileLockError} with code `ELOCKED`. */
+/**
+ * The wait ran out of time while someone else held the lock: its budget
+ * (`timeout`, or `retries × retryDelayMs`) was spent, or its signal came from
+ * `AbortSignal.timeout()` (that signal's reason is the `cause`). A
+ * {@link FileLockError} with code `ELOCKED`.
+ */
 export class FileLockAcquireError extends FileLockError {
   declare readonly code: "ELOCKED";
   readonly filePath: string;
@@ -88,14 +93,19 @@ export class FileLockAcquireError extends FileLockError {
     attempts: number,
     holderInfo?: HolderInfo | native.HolderInfo,
     hostAware = false,
+    signalTimeout?: unknown,
   ) {
-    const holder = describeHolder(holderInfo, hostAware);
+    const timedOut = signalTimeout !== undefined;
+    const holder =
+      timedOut && holderInfo === undefined ? "its holder not seen yet" : describeHolder(holderInfo, hostAware);
     super(
       "ELOCKED",
-      `Failed to acquire lock for ${filePath} after ${attempts} attempt${attempts === 1 ? "" : "s"}: ` +
+      `Failed to acquire lock for ${filePath} after ${attempts} attempt${attempts === 1 ? "" : "s"}` +
+        `${timedOut ? ", when its signal timed out" : ""}: ` +
         `${holder} (${lockPath}); ${acquireAdvice(holderInfo, hostAware)}`,
       lockPath,
     );
+    if (timedOut) this.cause = signalTimeout;
     this.name = "FileLockAcquireError";
     this.filePath = filePath;
     this.attempts = attempts;

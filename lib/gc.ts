@@ -9,6 +9,7 @@ import { DEFAULT_STALE_MS, FILE_LOCK_OPTION_KEYS } from "./options.js";
 import {
   validateDirIdentity,
   validateFilePath,
+  validateLockFilePath,
   validateHostIds,
   validateNonNegative,
   validateOptionsObject,
@@ -158,8 +159,8 @@ export interface InspectOptions {
 }
 
 /** Who holds the lock for `filePath`, whether they are alive, and whether a waiter would reclaim it. Read-only. */
-export async function inspectLock(filePath: string, options?: InspectOptions): Promise<LockInspection> {
-  const path = validateFilePath(filePath);
+export async function inspectLock(filePath: string | URL, options?: InspectOptions): Promise<LockInspection> {
+  const path = validateLockFilePath(filePath);
   // An acquisition's options object may be shared with inspectLock: its
   // keys are known here too (and ignored); any other is an error.
   const given = validateOptionsObject(options, "options", FILE_LOCK_OPTION_KEYS);
@@ -198,7 +199,7 @@ export async function inspectLock(filePath: string, options?: InspectOptions): P
  * returns, the answer may have changed; use it to report, never to decide
  * whether to acquire.
  */
-export async function isLocked(filePath: string, options?: InspectOptions): Promise<boolean> {
+export async function isLocked(filePath: string | URL, options?: InspectOptions): Promise<boolean> {
   const inspection = await inspectLock(filePath, options);
   return inspection.state !== "free" && !inspection.stale;
 }

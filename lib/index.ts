@@ -8,7 +8,9 @@
 export {
   acquireLock,
   acquireFileLock,
+  tryAcquireLock,
   withFileLock,
+  type HeldFileLock,
   acquireLockSync,
   withFileLockSync,
   type LockReleaseSync,

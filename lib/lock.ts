@@ -15,7 +15,7 @@ import {
   releaseErrorFromFailure,
 } from "./errors.js";
 import { type FileLockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
-import { validateCount, validateFilePath, validateFunction, validateOptionalCount, validateString } from "./validate.js";
+import { validateCount, validateFunction, validateLockFilePath, validateOptionalCount, validateString } from "./validate.js";
 
 /**
  * Releases the lock; also `await using`-disposable. Its `signal` aborts —
@@ -66,6 +66,11 @@ export function injectDelayForTesting(step: string, ms: number, only?: string, t
 /** Disarms every injected fault and delay (tests only). */
 export function clearFaultsForTesting(): void {
   native.clearFaultsForTesting();
+}
+
+/** The reason `AbortSignal.timeout()` aborts with: a DOMException named TimeoutError. */
+function isTimeoutReason(reason: unknown): boolean {
+  return typeof reason === "object" && reason !== null && (reason as { name?: unknown }).name === "TimeoutError";
 }
 
 function abortReason(signal: AbortSignal): unknown {
@@ -293,7 +298,21 @@ function acquireError(
   signal: AbortSignal | undefined,
   thrown: Thrown,
 ): unknown {
-  if (failure.code === "ABORT_ERR" && signal) return abortReason(signal);
+  if (failure.code === "ABORT_ERR" && signal) {
+    const reason = abortReason(signal);
+    // AbortSignal.timeout(): the wait ran out of time, as a spent budget does.
+    if (isTimeoutReason(reason)) {
+      return new FileLockAcquireError(
+        filePath,
+        failure.lockPath ?? `${filePath}.lock`,
+        failure.attempts ?? 0,
+        failure.holder ?? undefined,
+        options.ownerHostId !== undefined,
+        reason,
+      );
+    }
+    return reason;
+  }
   if (failure.code === "EHOOK" && thrown.error !== undefined) return thrown.error;
   if (failure.code === "ELOCKED") {
     return new FileLockAcquireError(
@@ -319,16 +338,58 @@ const heldByChain = new AsyncLocalStorage<readonly string[]>();
  * Acquires the lock for `filePath` (the directory `filePath.lock`) and
  * resolves to the function that releases it.
  */
-export async function acquireLock(filePath: string, options?: FileLockOptions): Promise<LockRelease> {
+export async function acquireLock(filePath: string | URL, options?: FileLockOptions): Promise<LockRelease> {
   return (await acquire(filePath, options)).release;
 }
 
-/** {@link acquireLock}, also naming the generation won. */
+/**
+ * Takes the lock for `filePath` if it can be had in one attempt (free, or
+ * its holder provably gone), without waiting: the release, or `undefined`
+ * when someone else holds it. `timeout` is 0 whatever `options` says; every
+ * other failure rejects as {@link acquireLock}'s does.
+ */
+export async function tryAcquireLock(filePath: string | URL, options?: FileLockOptions): Promise<LockRelease | undefined> {
+  try {
+    return await acquireLock(filePath, withTimeout(options, 0));
+  } catch (error) {
+    if (error instanceof FileLockAcquireError) return undefined;
+    throw error;
+  }
+}
+
+/** `options` with `timeout` set (left as it is when not an object: validation names it). */
+function withTimeout(options: FileLockOptions | undefined, timeout: number): FileLockOptions | undefined {
+  if (options === undefined) return { timeout };
+  return typeof options === "object" && options !== null && !Array.isArray(options) ? { ...options, timeout } : options;
+}
+
+/** What the function {@link withFileLock} runs is handed: the lock it holds. */
+export interface HeldFileLock {
+  /** The lock directory, `filePath + ".lock"`. */
+  readonly lockPath: string;
+  /**
+   * Aborts (its reason a `FileLockError`, `EMISSING` or `EOWNERCHANGED`) if
+   * the lock is removed or replaced by someone else while held: pass it to
+   * the work that must stop then. Watched from its first read.
+   */
+  readonly signal: AbortSignal;
+}
+
+function heldFileLock(lockPath: string, release: { readonly signal: AbortSignal }): HeldFileLock {
+  return Object.freeze({
+    lockPath,
+    get signal() {
+      return release.signal;
+    },
+  });
+}
+
+/** {@link acquireLock}, also naming the generation won and the lock's path. */
 async function acquire(
-  filePath: string,
+  filePath: string | URL,
   options: FileLockOptions | undefined,
-): Promise<{ release: LockRelease; generation: string }> {
-  const path = validateFilePath(filePath);
+): Promise<{ release: LockRelease; generation: string; lockPath: string }> {
+  const path = validateLockFilePath(filePath);
   const resolved = resolveOptions(options);
   const { signal } = resolved;
   if (signal?.aborted) throw abortReason(signal);
@@ -351,7 +412,7 @@ async function acquire(
     throw watchError;
   }
   if (resolved.onAcquired) await runOnAcquired(resolved.onAcquired, release);
-  return { release, generation };
+  return { release, generation, lockPath };
 }
 
 /** What the core is asked for: the validated options, and the locks the caller's chain holds. */
@@ -360,6 +421,7 @@ function requestOf(path: string, resolved: ResolvedOptions): Binding.AcquireRequ
     filePath: path,
     retries: resolved.retries,
     retryDelayMs: resolved.retryDelayMs,
+    timeoutMs: resolved.timeout,
     staleMs: resolved.staleMs,
     ownerHostId: resolved.ownerHostId,
     previousOwnerHostIds: resolved.previousOwnerHostIds,
@@ -418,16 +480,17 @@ async function runOnAcquired(onAcquired: () => void, release: LockRelease): Prom
  * itself.
  */
 export async function withFileLock<T>(
-  filePath: string,
-  fn: () => T | PromiseLike<T>,
+  filePath: string | URL,
+  fn: (lock: HeldFileLock) => T | PromiseLike<T>,
   options?: FileLockOptions,
 ): Promise<Awaited<T>> {
   validateFunction(fn, "fn");
-  const { release, generation } = await acquire(filePath, options);
+  const { release, generation, lockPath } = await acquire(filePath, options);
   const chain = [...(heldByChain.getStore() ?? []), generation];
+  const lock = heldFileLock(lockPath, release);
   let result: Awaited<T>;
   try {
-    result = await heldByChain.run(chain, fn);
+    result = await heldByChain.run(chain, () => fn(lock));
   } catch (operationError) {
     try {
       await release();
@@ -453,7 +516,7 @@ export type LockReleaseSync = (() => void) & Disposable & { readonly signal: Abo
  * release it. No `signal` or `onContended` (they need the event loop this
  * call blocks). Throws the typed errors {@link acquireLock} rejects with.
  */
-export function acquireLockSync(filePath: string, options?: FileLockOptions): LockReleaseSync {
+export function acquireLockSync(filePath: string | URL, options?: FileLockOptions): LockReleaseSync {
   return acquireSync(filePath, options).release;
 }
 
@@ -467,10 +530,10 @@ const stillRunning = (): boolean => true;
 
 /** {@link acquireLockSync}, also naming the generation won. */
 function acquireSync(
-  filePath: string,
+  filePath: string | URL,
   options: FileLockOptions | undefined,
-): { release: LockReleaseSync; generation: string } {
-  const path = validateFilePath(filePath);
+): { release: LockReleaseSync; generation: string; lockPath: string } {
+  const path = validateLockFilePath(filePath);
   const resolved = resolveOptions(options);
   refuseAsyncOnly(resolved);
   const request = requestOf(path, resolved);
@@ -508,7 +571,7 @@ function acquireSync(
       throw error;
     }
   }
-  return { release, generation };
+  return { release, generation, lockPath };
 }
 
 /**
@@ -517,13 +580,14 @@ function acquireSync(
  * releases it whether `fn` returns or throws. A nested acquisition of the
  * same lock inside `fn` is `EDEADLK`.
  */
-export function withFileLockSync<T>(filePath: string, fn: () => T, options?: FileLockOptions): T {
+export function withFileLockSync<T>(filePath: string | URL, fn: (lock: HeldFileLock) => T, options?: FileLockOptions): T {
   validateFunction(fn, "fn");
-  const { release, generation } = acquireSync(filePath, options);
+  const { release, generation, lockPath } = acquireSync(filePath, options);
   const chain = [...(heldByChain.getStore() ?? []), generation];
+  const lock = heldFileLock(lockPath, release);
   let result: T;
   try {
-    result = heldByChain.run(chain, fn);
+    result = heldByChain.run(chain, () => fn(lock));
   } catch (operationError) {
     try {
       release();

@@ -35,22 +35,46 @@ function runsOnGlibc(): boolean {
   return Boolean(report?.header?.glibcVersionRuntime);
 }
 
-/** Why the load failed and what to do, naming what was found. */
-export function noBinaryError(cause: unknown, found: string = platformName()): Error {
+/** The runtime, as a user would name it: `Node v20.19.0`, `Bun 1.4.5`. */
+function runtimeName(): string {
+  const bun = (process.versions as { bun?: string }).bun;
+  return bun ? `Bun ${bun}` : `Node ${process.version}`;
+}
+
+/** Whether the platform package `name` can be found from here (installed, but its binary did not load). */
+function installed(name: string): boolean {
+  try {
+    require.resolve(`${name}/package.json`);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Why the load failed and the one thing to do, in one short message naming
+ * what was found; the loader's own errors are the `cause`.
+ */
+export function noBinaryError(cause: unknown, found: string = platformName(), present = installed(`exactlock-${found}`)): Error {
   const supported = (PREBUILT_PLATFORMS as readonly string[]).includes(found);
-  const fix = supported
-    ? `exactlock ships this platform's binary as the optional dependency exactlock-${found}; ` +
-      "it is missing, so reinstall without --omit=optional / --no-optional " +
-      "(delete node_modules and the lockfile if a lockfile made on another platform left it out), " +
-      "or build from source"
-    : `exactlock ships prebuilt binaries for ${PREBUILT_PLATFORMS.join(", ")} only, so build from source`;
-  const error = new Error(
-    `exactlock: no native binary loads on ${found} (node ${process.version}): ${fix} — ` +
-      "with a Rust toolchain (rustup.rs), run `npm install` in a clone of exactlock, then point " +
-      "NAPI_RS_NATIVE_LIBRARY_PATH at its native/exactlock.<platform>.node. Windows is not supported (see the README).",
-  ) as Error & { code: string };
+  const where = `${found}, ${runtimeName()}`;
+  let message: string;
+  if (!supported) {
+    message =
+      `exactlock: no prebuilt binary for ${where} (prebuilt: ${PREBUILT_PLATFORMS.join(", ")}` +
+      `${found.startsWith("win32") ? "; Windows is not supported" : ""}). ` +
+      "Build one from source: README, \"No binary for this machine\".";
+  } else if (present) {
+    message =
+      `exactlock: exactlock-${found} is installed but its binary did not load on ${where}; ` +
+      "the reason is this error's cause (a bundle that left the platform package out of reach is one).";
+  } else {
+    message =
+      `exactlock: the binary for ${where} is missing: its package exactlock-${found} was not installed. ` +
+      "Reinstall without --omit=optional (delete the lockfile first if it was made on another platform).";
+  }
+  const error = new Error(message, { cause }) as Error & { code: string };
   error.code = NO_BINARY_CODE;
-  error.cause = cause;
   return error;
 }
 

@@ -11,6 +11,7 @@ import {
   validateOptionalSignal,
   validateOptionsObject,
   validateRetries,
+  validateTimeout,
 } from "./validate.js";
 
 export interface FileLockOptions {
@@ -23,7 +24,18 @@ export interface FileLockOptions {
   retries?: number;
   /** The longest a waiter sleeps between looks when no event wakes it. Default 100. */
   retryDelayMs?: number;
-  /** Abort while waiting: the acquisition rejects with `signal.reason`. */
+  /**
+   * The waiting budget in ms, instead of `retries × retryDelayMs` (which it
+   * replaces: `retries` is not consulted): `0` makes one attempt, `Infinity`
+   * waits until the lock is won. `retryDelayMs` stays only how often a waiter
+   * looks when no event wakes it. Not set by default.
+   */
+  timeout?: number;
+  /**
+   * Abort while waiting: the acquisition rejects with `signal.reason`; a
+   * signal from `AbortSignal.timeout()` rejects with a `FileLockAcquireError`
+   * (`ELOCKED`) whose `cause` is that reason, as a spent budget does.
+   */
   signal?: AbortSignal;
   /** Called once, right after the lock is published. If it throws, the lock is released and the error propagates. */
   onAcquired?: () => void;
@@ -64,6 +76,7 @@ export const FILE_LOCK_OPTION_KEYS = [
   "staleMs",
   "retries",
   "retryDelayMs",
+  "timeout",
   "signal",
   "onAcquired",
   "onContended",
@@ -82,6 +95,7 @@ export interface ResolvedOptions {
   staleMs: number;
   retries: number;
   retryDelayMs: number;
+  timeout?: number;
   signal?: AbortSignal;
   onAcquired?: () => void;
   onContended?: (holder: ContendedHolder) => void;
@@ -101,6 +115,8 @@ export function resolveOptions(options: FileLockOptions | undefined): ResolvedOp
     ...validateHostIds(given.ownerHostId, given.previousOwnerHostIds),
     inlineFastPath: validateOptionalBoolean(given.inlineFastPath, "inlineFastPath") ?? true,
   };
+  const timeout = validateTimeout(given.timeout);
+  if (timeout !== undefined) resolved.timeout = timeout;
   const signal = validateOptionalSignal(given.signal, "signal");
   if (signal) resolved.signal = signal;
   const onAcquired = validateOptionalFunction<() => void>(given.onAcquired, "onAcquired");

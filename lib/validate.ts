@@ -6,6 +6,7 @@
  * names the argument, what it must be, and what was received.
  */
 import * as path from "node:path";
+import { fileURLToPath } from "node:url";
 import { argumentError, argumentTypeError } from "./errors.js";
 
 /** The longest `ownerHostId` (and entry of `previousOwnerHostIds`), in UTF-8 bytes. */
@@ -59,12 +60,33 @@ function validateNonEmpty(value: unknown, name: string): string {
 }
 
 /** A non-empty absolute path without NUL bytes. */
-export function validateFilePath(value: unknown, name = "filePath"): string {
+export function validateFilePath(value: unknown, name = "filePath", relativeHint = ""): string {
   const filePath = validateString(value, name);
   if (filePath.length === 0) throw badValue(name, "must be a non-empty absolute path", '""');
   if (filePath.includes("\0")) throw badValue(name, "must not contain NUL bytes", quote(filePath));
-  if (!path.isAbsolute(filePath)) throw badValue(name, "must be an absolute path", quote(filePath));
+  if (!path.isAbsolute(filePath)) throw badValue(name, `must be an absolute path${relativeHint}`, quote(filePath));
   return filePath;
+}
+
+/**
+ * The file a lock is for: an absolute path ({@link validateFilePath}) or a
+ * `file:` URL (read as `fs` reads one). A relative path is refused, not
+ * resolved: two processes in different working directories would lock
+ * different files under one name.
+ */
+export function validateLockFilePath(value: unknown, name = "filePath"): string {
+  if (value instanceof URL) return validateFilePath(fileUrlPath(value, name), name);
+  if (typeof value !== "string") throw wrongType(name, "a string or a file: URL", value);
+  return validateFilePath(value, name, " (or a file: URL): resolve it first, e.g. path.resolve(p), so every process names the same lock");
+}
+
+function fileUrlPath(url: URL, name: string): string {
+  if (url.protocol !== "file:") throw badValue(name, "must be a file: URL when it is a URL", quote(url.href));
+  try {
+    return fileURLToPath(url);
+  } catch (error) {
+    throw badValue(name, `is a file: URL that names no local path (${(error as Error).message})`, quote(url.href));
+  }
 }
 
 /** A finite number from 0 to 2^53 − 1, or `fallback` when undefined. */
@@ -143,8 +165,7 @@ const OPTION_HINTS: Readonly<Record<string, string>> = {
   update: "exactlock keeps no heartbeat: a live holder is never displaced, whatever the time",
   realpath: "paths need no resolving: a lock is keyed by its parent directory's identity, so aliases name the same lock",
   lockfilePath: "the lock is always the directory `${filePath}.lock`",
-  timeout: "the waiting budget is retries × retryDelayMs; or pass signal: AbortSignal.timeout(ms)",
-  wait: "the waiting budget is retries × retryDelayMs; or pass signal: AbortSignal.timeout(ms)",
+  wait: "did you mean timeout? (the wait's budget in ms; without it, retries × retryDelayMs)",
 };
 
 /**
@@ -173,6 +194,15 @@ export function validateOptionsObject(
  * The retry count: like {@link validateNonNegative}, and also `Infinity`
  * (wait until the lock is won or the signal aborts).
  */
+/** `timeout`: undefined, a number of ms from 0 to 2^53 − 1, or Infinity. */
+export function validateTimeout(value: unknown): number | undefined {
+  if (value === undefined || value === Number.POSITIVE_INFINITY) return value;
+  if (typeof value === "number" && (Number.isNaN(value) || value < 0 || value > MAX_NUMBER)) {
+    throw badValue("timeout", "must be a number of ms from 0 to Number.MAX_SAFE_INTEGER, or Infinity", describeValue(value));
+  }
+  return validateNonNegative(value, "timeout", 0);
+}
+
 export function validateRetries(value: unknown, fallback: number): number {
   if (value === Number.POSITIVE_INFINITY) return value;
   if (value !== null && typeof value === "object" && !Array.isArray(value)) {

@@ -51,7 +51,7 @@ pub fn acquire_free(dir: &Path) -> u64 {
     fastpath::learn(dir, Some(true), Duration::ZERO);
     let options = std::sync::Arc::new(AcquireOptions {
         file_path: dir.join("f"),
-        retries: 0.0,
+        budget: Duration::ZERO,
         retry_delay: Duration::from_millis(1),
         stale_ms: 10_000.0,
         policy: Default::default(),

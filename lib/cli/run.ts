@@ -25,8 +25,9 @@ FILE is the command (as with flock); with --, options may follow FILE.
 
 Options (flock(1)'s in brackets):
   -w, --wait SECONDS     how long to wait for the lock; fractions allowed
-                         (0.2 = 200 ms), or a value in ms with an "ms" suffix
-                         (300ms). Default 5; 0 = one attempt  [flock -w]
+                         (0.2 = 200 ms), a value in ms with an "ms" suffix
+                         (300ms), or inf (until it is free, as flock without
+                         -w). Default 5; 0 = one attempt      [flock -w]
   -n, --nonblock         fail at once if the lock is held (= --wait 0)
                                                               [flock -n]
   -E, --conflict-exit-code N
@@ -45,6 +46,12 @@ Unlike flock, the lock has an owner record (pid, start time) that
 SIGINT, SIGTERM and SIGHUP received while CMD runs are forwarded to CMD; one
 received while waiting gives up the wait. The lock's owner is this exactlock
 process: if it is SIGKILLed, CMD keeps running but the lock is reclaimable.
+
+Unlike flock, the default wait is 5 s, not forever (-w inf waits forever), and
+a lock that cannot be had exits 75 with a message on stderr, where flock -n
+exits 1 quietly: -E 1 gives flock's status. Locks are exclusive only (flock's
+-x; there is no -s), and CMD is run directly, not by a shell (for flock -c,
+run: exactlock run FILE sh -c 'CMD').
 
 Exit status: CMD's status, or 128 + N if CMD died of signal N (or a signal
 ended the wait); 75 (or -E's N) if the lock could not be had in time; 127 if
@@ -102,13 +109,17 @@ function splitCommand(argv: string[]): { own: string[]; command: string[] | null
   return { own: argv, command: null, dashes: false };
 }
 
-/** `--wait`: seconds (fractions allowed), or milliseconds with an `ms` suffix; in ms. */
+/** `--wait`: seconds (fractions allowed), milliseconds with an `ms` suffix, or `inf`; in ms. */
 function waitFlag(raw: string | boolean | undefined, fallbackMs: number): number {
   if (raw === undefined) return fallbackMs;
   const text = String(raw);
+  if (/^(inf|infinity)$/i.test(text)) return Number.POSITIVE_INFINITY;
   const match = /^(\d+(?:\.\d+)?|\.\d+)(ms|s)?$/.exec(text);
   if (!match) {
-    throw new UsageError(`--wait must be seconds (e.g. 2 or 0.25) or milliseconds with ms (e.g. 300ms), got ${JSON.stringify(text)}`, "run");
+    throw new UsageError(
+      `--wait must be seconds (e.g. 2 or 0.25), milliseconds with ms (e.g. 300ms) or inf, got ${JSON.stringify(text)}`,
+      "run",
+    );
   }
   const ms = match[2] === "ms" ? Number(match[1]) : Number(match[1]) * 1000;
   if (!Number.isFinite(ms) || ms > Number.MAX_SAFE_INTEGER) throw new UsageError(`--wait is too large, got ${text}`, "run");
@@ -187,7 +198,7 @@ class SignalRelay {
 async function takeLock(options: RunOptions, relay: SignalRelay): Promise<LockRelease | number> {
   try {
     return await acquireLock(options.file, {
-      retries: options.waitMs / options.retryDelayMs,
+      timeout: options.waitMs,
       retryDelayMs: options.retryDelayMs,
       signal: relay.abort.signal,
       ...(options.staleMs === undefined ? {} : { staleMs: options.staleMs }),

@@ -23,9 +23,24 @@ Options:
                          (locks on volumes shared between hosts)
   -h, --help             show this help
 
-Exit status: 0 (also when a lock is free: the output says "free"), 1 when a
-lock could not be read, 2 for usage errors.
+Exit status, for scripts (with several FILEs, the first that applies):
+  4  a lock could not be read
+  1  held: a waiter would wait (flock -n would fail)
+  3  stale: a waiter would reclaim it at once
+  0  free
+  2  usage error
 `;
+
+/** The exit status of each verdict, and of a lock that could not be read. */
+export const STATUS_EXIT = { free: 0, held: 1, usage: 2, stale: 3, unreadable: 4 } as const;
+
+/** The exit status for what was found: the first of unreadable, held, stale, free that applies. */
+export function statusExit(verdicts: readonly StatusEntry["verdict"][], unreadable: boolean): number {
+  if (unreadable) return STATUS_EXIT.unreadable;
+  if (verdicts.includes("held")) return STATUS_EXIT.held;
+  if (verdicts.includes("stale")) return STATUS_EXIT.stale;
+  return STATUS_EXIT.free;
+}
 
 /** One FILE's status: the inspection plus its age and a one-word verdict. */
 export interface StatusEntry extends LockInspection {
@@ -126,5 +141,8 @@ export async function statusCommand(argv: string[]): Promise<number> {
   }
   if (options.json) printJson(entries);
   else process.stdout.write(entries.map(formatStatus).join("\n\n") + (entries.length > 0 ? "\n" : ""));
-  return failed ? 1 : 0;
+  return statusExit(
+    entries.map((entry) => entry.verdict),
+    failed,
+  );
 }

@@ -104,6 +104,8 @@ pub struct AcquireRequest {
     pub file_path: String,
     pub retries: f64,
     pub retry_delay_ms: f64,
+    /// `timeout`: the waiting budget in ms, instead of `retries × retryDelayMs`.
+    pub timeout_ms: Option<f64>,
     pub stale_ms: f64,
     pub owner_host_id: Option<String>,
     pub previous_owner_host_ids: Option<Vec<String>>,
@@ -222,10 +224,11 @@ fn options_of(
     on_contended: Option<acquire::ContendedHook>,
     sequence: u64,
 ) -> Arc<AcquireOptions> {
+    let retry_delay = Duration::from_secs_f64(request.retry_delay_ms.max(0.0) / 1000.0);
     Arc::new(AcquireOptions {
         file_path: PathBuf::from(&request.file_path),
-        retries: request.retries,
-        retry_delay: Duration::from_secs_f64(request.retry_delay_ms.max(0.0) / 1000.0),
+        budget: acquire::waiting_budget(request.retries, retry_delay, request.timeout_ms),
+        retry_delay,
         stale_ms: request.stale_ms,
         policy: policy_of(request.owner_host_id, request.previous_owner_host_ids),
         cancel,
@@ -419,12 +422,16 @@ fn acquire_failure(error: AcquireError) -> LockFailure {
                 format!(
                     "Failed to acquire file lock at {}: the filesystem did not answer within the \
                      waiting budget (a syscall of attempt {attempts} is still running); check the \
-                     mount that holds it, or allow a longer budget (retries x retryDelayMs).",
+                     mount that holds it, or allow a longer budget (timeout, or retries x retryDelayMs).",
                     lock_path.display()
                 ),
             )
         },
-        AcquireError::Aborted => failure("ABORT_ERR", "File lock acquisition aborted".into()),
+        AcquireError::Aborted { attempts, holder } => LockFailure {
+            attempts: Some(attempts),
+            holder: holder.as_deref().map(HolderInfo::from),
+            ..failure("ABORT_ERR", "File lock acquisition aborted".into())
+        },
         AcquireError::Hook(message) => failure("EHOOK", message),
         AcquireError::Io {
             lock_path,

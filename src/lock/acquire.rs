@@ -70,7 +70,8 @@ pub type ContendedHook = Arc<dyn Fn(&Holder) + Send + Sync>;
 /// Everything one acquisition needs, validated by the caller.
 pub struct AcquireOptions {
     pub file_path: PathBuf,
-    pub retries: f64,
+    /// How long to wait for the lock, from the first attempt ([`waiting_budget`]).
+    pub budget: Duration,
     pub retry_delay: Duration,
     pub stale_ms: f64,
     pub policy: HostPolicy,
@@ -99,7 +100,12 @@ pub enum AcquireError {
         lock_path: PathBuf,
         attempts: u32,
     },
-    Aborted,
+    /// The caller's signal aborted the wait (or its thread is going away);
+    /// the attempts made and the holder as last seen, when it got that far.
+    Aborted {
+        attempts: u32,
+        holder: Option<Box<Holder>>,
+    },
     /// The test hook failed; its message.
     Hook(String),
     /// A filesystem error that retrying will not cure.
@@ -290,6 +296,14 @@ impl Progress {
             .clone()
     }
 
+    /// The error for an aborted wait: how far it got.
+    fn aborted(&self) -> AcquireError {
+        AcquireError::Aborted {
+            attempts: self.attempts.load(std::sync::atomic::Ordering::SeqCst),
+            holder: self.last_holder().map(Box::new),
+        }
+    }
+
     /// The error for a spent budget: the holder as last seen, or a
     /// filesystem that never answered.
     fn budget_spent(&self, lock_path: &Path) -> AcquireError {
@@ -402,7 +416,10 @@ impl BlockingAnswer {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
-            .unwrap_or(Err(AcquireError::Aborted))
+            .unwrap_or(Err(AcquireError::Aborted {
+                attempts: 0,
+                holder: None,
+            }))
     }
 }
 
@@ -590,7 +607,7 @@ impl Guard {
         {
             let _ = tokio::task::spawn_blocking(move || drop(attempts)).await;
         }
-        self.answer.settle(Err(AcquireError::Aborted));
+        self.answer.settle(Err(self.progress.aborted()));
     }
 
     fn budget_spent(&self) -> AcquireError {
@@ -642,7 +659,7 @@ fn contend(
         }
         if attempts.options.cancel.is_cancelled() {
             attempts.staged = None;
-            answer.settle(Err(AcquireError::Aborted));
+            answer.settle(Err(attempts.progress.aborted()));
             return Contended::Settled;
         }
         attempts.progress.count_attempt();
@@ -719,7 +736,7 @@ fn contend(
                 attempts.lock_path.display()
             );
             attempts.staged = None;
-            answer.settle(Err(AcquireError::Aborted));
+            answer.settle(Err(attempts.progress.aborted()));
             return Contended::Settled;
         };
         crate::debug!(
@@ -734,6 +751,20 @@ fn contend(
 /// still wants it (see [`acquire_blocking`]): the longest a terminated
 /// Worker, or a `process.exit()` that joins it, waits for it.
 const CALLER_CHECK: Duration = Duration::from_millis(50);
+
+/// The waiting budget: `timeoutMs` when the caller gave one (`Infinity`
+/// waits until the lock is won), else `retries × retryDelay`; at most
+/// [`UNBOUNDED_BUDGET_SECS`], and 0 for anything not a number. `timeout`
+/// bounds the wait whatever `retryDelayMs` is: the delay is only how often a
+/// waiter looks when no event wakes it.
+pub fn waiting_budget(retries: f64, retry_delay: Duration, timeout_ms: Option<f64>) -> Duration {
+    let secs = match timeout_ms {
+        Some(ms) if ms.is_nan() => 0.0,
+        Some(ms) => (ms / 1000.0).clamp(0.0, UNBOUNDED_BUDGET_SECS),
+        None => budget_secs(retries, retry_delay.as_secs_f64()),
+    };
+    Duration::from_secs_f64(secs)
+}
 
 /// The waiting budget in seconds: `retries × retryDelay`, at most
 /// [`UNBOUNDED_BUDGET_SECS`]; infinite `retries` is that bound whatever the
@@ -843,10 +874,7 @@ impl Attempts {
         // release can remove.
         names::check(&lock_name).map_err(|too_long| name_too_long(&lock_path, too_long))?;
         let this = incarnation::this_process().map_err(|_| proc_missing(&lock_path))?;
-        let budget = Duration::from_secs_f64(budget_secs(
-            options.retries,
-            options.retry_delay.as_secs_f64(),
-        ));
+        let budget = options.budget;
         Ok(Attempts {
             options,
             this,
@@ -1524,6 +1552,21 @@ mod tests {
                 .checked_add(Duration::from_secs_f64(UNBOUNDED_BUDGET_SECS))
                 .is_some()
         );
+    }
+
+    #[test]
+    fn a_timeout_is_the_budget_whatever_the_delay_and_retries() {
+        let ms = Duration::from_millis;
+        // retryDelayMs 10 with the default 50 retries would be 0.5 s; a timeout of 10 s is 10 s.
+        assert_eq!(waiting_budget(50.0, ms(10), Some(10_000.0)), ms(10_000));
+        assert_eq!(waiting_budget(50.0, ms(10), None), ms(500));
+        assert_eq!(waiting_budget(0.0, ms(0), Some(250.0)), ms(250));
+        assert_eq!(waiting_budget(f64::INFINITY, ms(100), Some(0.0)), Duration::ZERO);
+        assert_eq!(
+            waiting_budget(0.0, ms(100), Some(f64::INFINITY)),
+            Duration::from_secs_f64(UNBOUNDED_BUDGET_SECS)
+        );
+        assert_eq!(waiting_budget(50.0, ms(100), Some(f64::NAN)), Duration::ZERO);
     }
 
     #[test]
