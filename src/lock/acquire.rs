@@ -96,10 +96,7 @@ pub enum AcquireError {
     },
     /// The budget ran out while the filesystem had not answered an attempt
     /// that had not yet seen any holder.
-    Stalled {
-        lock_path: PathBuf,
-        attempts: u32,
-    },
+    Stalled { lock_path: PathBuf, attempts: u32 },
     /// The caller's signal aborted the wait (or its thread is going away);
     /// the attempts made and the holder as last seen, when it got that far.
     Aborted {
@@ -1561,12 +1558,18 @@ mod tests {
         assert_eq!(waiting_budget(50.0, ms(10), Some(10_000.0)), ms(10_000));
         assert_eq!(waiting_budget(50.0, ms(10), None), ms(500));
         assert_eq!(waiting_budget(0.0, ms(0), Some(250.0)), ms(250));
-        assert_eq!(waiting_budget(f64::INFINITY, ms(100), Some(0.0)), Duration::ZERO);
+        assert_eq!(
+            waiting_budget(f64::INFINITY, ms(100), Some(0.0)),
+            Duration::ZERO
+        );
         assert_eq!(
             waiting_budget(0.0, ms(100), Some(f64::INFINITY)),
             Duration::from_secs_f64(UNBOUNDED_BUDGET_SECS)
         );
-        assert_eq!(waiting_budget(50.0, ms(100), Some(f64::NAN)), Duration::ZERO);
+        assert_eq!(
+            waiting_budget(50.0, ms(100), Some(f64::NAN)),
+            Duration::ZERO
+        );
     }
 
     #[test]
