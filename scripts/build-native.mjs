@@ -28,7 +28,14 @@
 // `-Zbuild-std`.
 // Every target shares cargo's one target folder (target/, or $CARGO_TARGET_DIR):
 // a target's second build only rebuilds what changed.
+//
+// This machine's build is skipped when nothing it is made from changed since the
+// last one (native/build.json records a SHA-256 of the Rust sources, the manifests,
+// the toolchain and the build mode): `npx exactlock` in a clone installs the clone as
+// a package and runs its `prepare` again, which would otherwise rebuild the addon
+// for half a minute. EXACTLOCK_FORCE_BUILD=1 builds anyway.
 import { execFileSync, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { checkArtifact, printReport } from "./check-artifact.mjs";
@@ -154,6 +161,52 @@ function buildOther(target) {
   return { toolchain: "zig", glibcFloor: target.libc === "gnu" ? GLIBC_FLOOR : null, std };
 }
 
+/** The files the addon is built from, relative to ROOT, sorted. */
+function buildInputs() {
+  const inputs = ["Cargo.toml", "Cargo.lock", "build.rs", "rust-toolchain.toml"].filter((file) =>
+    fs.existsSync(path.join(ROOT, file)),
+  );
+  const walk = (dir) => {
+    for (const entry of fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true })) {
+      const relative = path.join(dir, entry.name);
+      if (entry.isDirectory()) walk(relative);
+      else if (entry.isFile()) inputs.push(relative);
+    }
+  };
+  walk("src");
+  return inputs.sort();
+}
+
+/** A SHA-256 of everything this machine's build depends on: sources, toolchain, mode. */
+function buildFingerprint(mode, debug) {
+  const hash = createHash("sha256");
+  // In auto mode, whether zig is at hand decides the glibc floor: part of what is built.
+  const zig = mode === "auto" ? zigEnv(process.env) !== null : null;
+  hash.update(JSON.stringify({ mode, zig, debug, rustc: rustc("--version"), arch: process.arch, platform: process.platform }));
+  for (const file of buildInputs()) {
+    hash.update(`\0${file}\0`);
+    hash.update(fs.readFileSync(path.join(ROOT, file)));
+  }
+  return hash.digest("hex");
+}
+
+/** Whether native/ already holds this machine's build of exactly these inputs. */
+function upToDate(fingerprint) {
+  if (process.env.EXACTLOCK_FORCE_BUILD === "1") return false;
+  const host = hostTarget();
+  try {
+    const built = JSON.parse(fs.readFileSync(path.join(OUT, "build.json"), "utf8"));
+    return (
+      built.fingerprint === fingerprint &&
+      fs.existsSync(path.join(OUT, "index.js")) &&
+      fs.existsSync(path.join(OUT, "index.d.ts")) &&
+      (host === undefined || fs.existsSync(binaryPath(host)))
+    );
+  } catch {
+    return false;
+  }
+}
+
 function record(file, linked) {
   fs.writeFileSync(path.join(OUT, file), `${JSON.stringify(linked, null, 2)}\n`);
 }
@@ -191,8 +244,13 @@ function main(argv) {
   const at = argv.indexOf("--target");
   if (at === -1) {
     const debug = argv.includes("--debug");
+    const fingerprint = buildFingerprint(mode, debug);
+    if (upToDate(fingerprint)) {
+      console.log("build-native: native/ is this machine's build of the current sources; skipped (EXACTLOCK_FORCE_BUILD=1 rebuilds)");
+      return;
+    }
     const linked = buildHost(hostTarget(), { debug, mode });
-    record("build.json", { ...linked, debug, rustc: rustc("--version") });
+    record("build.json", { ...linked, debug, rustc: rustc("--version"), fingerprint });
     return;
   }
   const names = argv.slice(at + 1).filter((arg) => !arg.startsWith("--"));
