@@ -1,11 +1,12 @@
 /**
  * Every example under examples/ runs and prints what it says it prints, and
- * every code sample in the README is one of them, verbatim.
+ * every js/ts block of the README is a whole program: extracted, type-checked
+ * (TypeScript), run as pasted, and one of the examples, verbatim.
  */
 import { spawnSync } from "node:child_process";
-import { readFileSync, readdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { ROOT } from "./cli-helpers.ts";
 
 const EXAMPLES = path.join(ROOT, "examples");
@@ -80,32 +81,80 @@ describe("examples", () => {
 
 describe("README", () => {
   const readme = readFileSync(path.join(ROOT, "README.md"), "utf8");
-  const samples = [...readme.matchAll(/```(js|ts|javascript|typescript)\n([\s\S]*?)```/g)].map((m) => m[2]!.trimEnd());
+  const blocks = [...readme.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].map((m) => ({
+    lang: m[1]!,
+    code: m[2]!,
+    line: readme.slice(0, m.index).split("\n").length,
+  }));
+  const programs = blocks.filter((block) => block.lang === "js" || block.lang === "ts");
   const sources = Object.keys(EXPECTED).map((file) => readFileSync(path.join(EXAMPLES, file), "utf8"));
+  // Under the repository, so `import "exactlock"` resolves to this package (its own name).
+  const scratch = mkdtempSync(path.join(ROOT, ".readme-blocks-"));
+  // The quick start locks /tmp/counter.txt, as a reader's paste would: removed after, unless it was there before.
+  const quickStartFile = "/tmp/counter.txt";
+  const quickStartFileWasThere = existsSync(quickStartFile);
+  afterAll(() => {
+    rmSync(scratch, { recursive: true, force: true });
+    if (!quickStartFileWasThere) rmSync(quickStartFile, { force: true });
+  });
+  const fileOf = (index: number) => path.join(scratch, `block-${index}.${programs[index]!.lang === "ts" ? "mts" : "mjs"}`);
+  programs.forEach((block, index) => writeFileSync(fileOf(index), block.code));
 
-  it("has code samples", () => {
-    expect(samples.length).toBeGreaterThanOrEqual(Object.keys(EXPECTED).length);
+  it("has a language on every code block: js and ts are programs, sh commands, text output", () => {
+    expect(blocks.map((block) => block.lang).filter((lang) => !["js", "ts", "sh", "text"].includes(lang))).toEqual([]);
+    expect(programs.length).toBeGreaterThanOrEqual(Object.keys(EXPECTED).length);
   });
 
-  /** A sample's leading import lines, and the code after them. */
-  const split = (sample: string) => {
-    const lines = sample.split("\n");
-    const imports = lines.filter((line, i) => line.startsWith("import ") && lines.slice(0, i).every((l) => l.startsWith("import ")));
-    return { imports, body: lines.slice(imports.length).join("\n").trim() };
-  };
-
-  it("every js/ts code sample starts with its imports", () => {
-    const bare = samples.filter((sample) => split(sample).imports.length === 0);
-    expect(bare).toEqual([]);
-  });
-
-  it("every js/ts code sample is, verbatim, part of a file under examples/ that a test runs: its imports lines of it, its code a run of it", () => {
-    const orphans = samples.filter((sample) => {
-      const { imports, body } = split(sample);
-      return !sources.some((source) => source.includes(body) && imports.every((line) => source.split("\n").includes(line)));
-    });
+  it("every js/ts block is a whole file under examples/ (shipped in the package), verbatim", () => {
+    const orphans = programs.filter((block) => !sources.includes(block.code)).map((block) => `README.md:${block.line}`);
     expect(orphans).toEqual([]);
   });
+
+  it("every ts block type-checks as pasted (strict, nodenext)", () => {
+    const typescript = programs.map((block, index) => ({ block, index })).filter(({ block }) => block.lang === "ts");
+    expect(typescript.length).toBeGreaterThan(0);
+    writeFileSync(
+      path.join(scratch, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          target: "es2022",
+          lib: ["es2022", "esnext.disposable"],
+          module: "nodenext",
+          moduleResolution: "nodenext",
+          strict: true,
+          noEmit: true,
+          skipLibCheck: true,
+          types: ["node"],
+          typeRoots: [path.join(ROOT, "node_modules", "@types")],
+        },
+        files: typescript.map(({ index }) => fileOf(index)),
+      }),
+    );
+    const checked = spawnSync(path.join(ROOT, "node_modules", ".bin", "tsc"), ["-p", path.join(scratch, "tsconfig.json")], {
+      cwd: ROOT,
+      encoding: "utf8",
+    });
+    expect(checked.stdout + checked.stderr).toBe("");
+    expect(checked.status).toBe(0);
+  });
+
+  it.each(programs.map((block, index) => ({ where: `README.md:${block.line}`, index, lang: block.lang })))(
+    "the block at $where runs as pasted and prints what its comments claim",
+    ({ index, lang }) => {
+      const file = fileOf(index);
+      const claims = claimedOutputs(programs[index]!.code);
+      expect(claims.length).toBeGreaterThan(0);
+      // TypeScript runs under Bun (Node 20 runs no TypeScript); JavaScript under both.
+      const runtimes = lang === "ts" ? [BUN] : [process.execPath, BUN];
+      for (const runtime of runtimes) {
+        const result = spawnSync(runtime, [file], { cwd: ROOT, encoding: "utf8", timeout: 30_000 });
+        expect(result.stderr, `${path.basename(runtime)} ${file}`).toBe("");
+        expect(result.status).toBe(0);
+        const lines = result.stdout.trimEnd().split("\n");
+        for (const claim of claims) expect(lines, `${path.basename(runtime)}: ${claim}`).toContain(claim);
+      }
+    },
+  );
 
   it("starts with the install, a complete TypeScript example, then a clone's two commands: npm install && npx exactlock demo, then npm test", () => {
     const shBlocks = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)];

@@ -8,6 +8,3 @@ const count = await withFileLock(file, async () => {
   return next;
 });
 console.log(count >= 1); // true
-
-// (Not in the README: leave nothing behind.)
-await withFileLock(file, async () => (await import("node:fs/promises")).rm(file, { force: true }));
