@@ -156,6 +156,16 @@ describe("README", () => {
     },
   );
 
+  it("names every export of exactlock and exactlock/testing in the API section, in its group", async () => {
+    const api = /## API\n\n```text\n([\s\S]*?)```/.exec(readme)![1]!;
+    const exported = [
+      ...Object.keys(await import("../lib/index.ts")),
+      ...Object.keys(await import("../lib/testing.ts")),
+    ];
+    const unnamed = [...new Set(exported)].filter((name) => !new RegExp(`\\b${name}\\b`).test(api));
+    expect(unnamed).toEqual([]);
+  });
+
   it("starts with the install, a complete TypeScript example, then a clone's two commands: npm install && npx exactlock demo, then npm test", () => {
     const shBlocks = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)];
     const install = shBlocks[0]!;
