@@ -5,6 +5,8 @@
  * generated loader does the finding; this module only turns its failure into
  * an error a user can act on.
  */
+import * as fs from "node:fs";
+import * as path from "node:path";
 import type * as Binding from "../native/index.js";
 
 /** The platforms a prebuilt binary is published for: `npm/<name>/`, package.json `napi.targets`. */
@@ -55,11 +57,20 @@ function installed(name: string): boolean {
  * Why the load failed and the one thing to do, in one short message naming
  * what was found; the loader's own errors are the `cause`.
  */
-export function noBinaryError(cause: unknown, found: string = platformName(), present = installed(`exactlock-${found}`)): Error {
+export function noBinaryError(
+  cause: unknown,
+  found: string = platformName(),
+  present = installed(`exactlock-${found}`),
+  inBundle = false,
+): Error {
   const supported = (PREBUILT_PLATFORMS as readonly string[]).includes(found);
   const where = `${found}, ${runtimeName()}`;
   let message: string;
-  if (!supported) {
+  if (inBundle && supported) {
+    message =
+      `exactlock: bundled, and no binary for ${where} loads beside the bundle: copy ` +
+      `node_modules/exactlock-${found}/exactlock.${found}.node next to it (README, "Bundling").`;
+  } else if (!supported) {
     message =
       `exactlock: no prebuilt binary for ${where} (prebuilt: ${PREBUILT_PLATFORMS.join(", ")}` +
       `${found.startsWith("win32") ? "; Windows is not supported" : ""}). ` +
@@ -67,7 +78,7 @@ export function noBinaryError(cause: unknown, found: string = platformName(), pr
   } else if (present) {
     message =
       `exactlock: exactlock-${found} is installed but its binary did not load on ${where}; ` +
-      "the reason is this error's cause (a bundle that left the platform package out of reach is one).";
+      "the reason is this error's cause.";
   } else {
     message =
       `exactlock: the binary for ${where} is missing: its package exactlock-${found} was not installed. ` +
@@ -78,13 +89,77 @@ export function noBinaryError(cause: unknown, found: string = platformName(), pr
   return error;
 }
 
+/**
+ * Whether this module runs from a bundle rather than from the installed
+ * package: installed, it is `dist/native.js` with napi's loader at
+ * `../native/index.js`; a bundler inlines both into one file.
+ */
+function bundled(): boolean {
+  return typeof __filename !== "string" || !/[\\/](dist[\\/]native\.[cm]?js|lib[\\/]native\.ts)$/.test(__filename);
+}
+
+/**
+ * The folders a bundle may have put the binary beside: this module's own
+ * (a CommonJS bundle), the entry script's, and the running executable's.
+ */
+function bundleFolders(): string[] {
+  const folders = [
+    typeof __dirname === "string" ? __dirname : undefined,
+    require.main?.filename ? path.dirname(require.main.filename) : undefined,
+    process.argv[1] ? path.dirname(path.resolve(process.argv[1])) : undefined,
+    path.dirname(process.execPath),
+  ];
+  return [...new Set(folders.filter((folder): folder is string => folder !== undefined))];
+}
+
+/**
+ * This platform's binary beside the bundle: `exactlock.<platform>.node`, or the
+ * copy a bundler named with a hash (`exactlock.<platform>-ABCD1234.node`, esbuild's
+ * `copy` and `file` loaders).
+ */
+export function binaryBesideBundle(folders: readonly string[] = bundleFolders(), found: string = platformName()): string | undefined {
+  const name = new RegExp(`^exactlock\\.${found.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(-[A-Za-z0-9]+)?\\.node$`);
+  for (const folder of folders) {
+    let entries: string[];
+    try {
+      entries = fs.readdirSync(folder);
+    } catch {
+      continue;
+    }
+    const match = entries.sort().find((entry) => name.test(entry));
+    if (match) return path.join(folder, match);
+  }
+  return undefined;
+}
+
+/** Whether napi's loader gave a binding (a bundler's `file` loader makes it a path string instead). */
+function isBinding(value: unknown): value is typeof Binding {
+  return typeof value === "object" && value !== null && typeof (value as { nativeVersion?: unknown }).nativeVersion === "function";
+}
+
 function load(): typeof Binding {
+  let cause: unknown;
   try {
     // A CommonJS require so the failure can be caught and reshaped here.
-    return require("../native/index.js") as typeof Binding;
-  } catch (cause) {
-    throw noBinaryError(cause);
+    const loaded: unknown = require("../native/index.js");
+    if (isBinding(loaded)) return loaded;
+    cause = new Error("napi's loader returned no binding (a bundler that turned the .node into a file path?)");
+  } catch (error) {
+    cause = error;
   }
+  if (bundled()) {
+    const beside = binaryBesideBundle();
+    if (beside) {
+      try {
+        const loaded: unknown = require(beside);
+        if (isBinding(loaded)) return loaded;
+      } catch (error) {
+        throw noBinaryError(error, platformName(), false, true);
+      }
+    }
+    throw noBinaryError(cause, platformName(), false, true);
+  }
+  throw noBinaryError(cause);
 }
 
 /** The native core. */

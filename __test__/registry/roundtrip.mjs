@@ -210,7 +210,8 @@ function checkStaged(staged) {
     check(staged.publishable, "the staging is a release (every target's binary present and checked)");
     check(platforms.length === shippedTargets().length, `${platforms.length} platform packages, one per shipped target`);
   } else {
-    check(!staged.publishable, `a partial staging, marked not publishable (${staged.left.length} reasons)`);
+    // This clone may have built one target or all of them: publishable exactly when nothing is left out.
+    check(staged.publishable === (staged.left.length === 0), `a --partial staging, publishable: ${staged.publishable} (${staged.left.length} left out)`);
   }
   check(!main.files.some((file) => file.endsWith(".node")), "the main package holds no .node");
   const published = JSON.parse(fs.readFileSync(path.join(work, "release", "exactlock", "package.json"), "utf8"));
@@ -302,6 +303,8 @@ async function main() {
   run(process.execPath, [path.join(npmProject, "node_modules", "exactlock", "bin", "exactlock.js"), "--version"],
     { cwd: npmProject, env: consumerEnv });
 
+  bundled(npmProject, consumerEnv);
+
   step("bun add exactlock");
   const bun = path.join(BIN, "bun");
   const bunProject = consumerProject("bun-consumer", npmrc);
@@ -364,6 +367,87 @@ function targetConsumer(target, npmrc, consumerEnv, compiled) {
   const output = result.output.replace(/\x1b\[[0-9;]*m/g, "");
   if (kind === "node") check(/Tests\s+3 passed \(3\)/.test(output), `${label}: the consumer's vitest suite, 3 of 3 passed`);
   else check(/\b3 pass\b/.test(output) && /\b0 fail\b/.test(output), `${label}: the consumer's bun suite, 3 pass, 0 fail`);
+}
+
+/** The consumer's counter, bundled each way README "Bundling" gives. */
+const ESBUILD = "0.28.2";
+const CREATE_REQUIRE_BANNER = "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);";
+
+/**
+ * The consumer's counter (src/count.mts) bundled whole by esbuild, Vite (ssr.noExternal:
+ * true) and `bun build --compile`, the README's settings; each bundle is moved to a folder
+ * of its own with no node_modules near it, and two processes of it count to 200 on one file.
+ */
+function bundled(project, consumerEnv) {
+  step("bundled: esbuild, Vite (noExternal: true), bun build --compile");
+  // The bundlers are build tools with install scripts of their own (esbuild's runs sh): the
+  // whole PATH here; exactlock is installed already, by the run without cargo above.
+  consumerEnv = { ...consumerEnv, PATH: process.env.PATH };
+  run("npm", ["install", "--no-audit", "--no-fund", `esbuild@${ESBUILD}`, `vite@${versionOf("vite")}`], { cwd: project, env: consumerEnv });
+  const built = path.join(project, "bundles");
+  const entry = path.join(project, "src", "count.mts");
+  const bin = (name) => path.join(project, "node_modules", ".bin", name);
+  run(bin("esbuild"), [entry, "--bundle", "--platform=node", "--format=esm", "--loader:.node=copy",
+    `--banner:js=${CREATE_REQUIRE_BANNER}`, `--outfile=${path.join(built, "esbuild", "count.mjs")}`], { cwd: project, env: consumerEnv });
+  fs.writeFileSync(path.join(project, "vite.config.mjs"), [
+    "export default {",
+    `  build: { ssr: ${JSON.stringify(entry)}, outDir: ${JSON.stringify(path.join(built, "vite"))}, rollupOptions: { external: [/^exactlock-(linux|darwin)-/] } },`,
+    "  ssr: { noExternal: true },",
+    "};",
+    "",
+  ].join("\n"));
+  run(bin("vite"), ["build", "--config", path.join(project, "vite.config.mjs")], { cwd: project, env: consumerEnv });
+  const binary = path.join(project, "node_modules", "exactlock-linux-x64-gnu", "exactlock.linux-x64-gnu.node");
+  fs.copyFileSync(binary, path.join(built, "vite", path.basename(binary)));
+  run(path.join(BIN, "bun"), ["build", "--compile", entry, "--outfile", path.join(built, "bun", "count")], { cwd: project, env: consumerEnv });
+
+  for (const [name, command, script] of [
+    ["esbuild", process.execPath, "count.mjs"],
+    ["Vite", process.execPath, "count.mjs"],
+    ["bun build --compile", null, "count"],
+  ]) {
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-bundle-"));
+    try {
+      const from = path.join(built, name === "Vite" ? "vite" : name === "esbuild" ? "esbuild" : "bun");
+      fs.cpSync(from, folder, { recursive: true });
+      check(!fs.existsSync(path.join(folder, "node_modules")), `${name}: the bundle runs from ${folder}, no node_modules near it (${fs.readdirSync(folder).join(", ")})`);
+      const counter = path.join(folder, "counter");
+      fs.writeFileSync(counter, "0");
+      const argv = (times) => (command ? [command, [path.join(folder, script), counter, String(times)]] : [path.join(folder, script), [counter, String(times)]]);
+      const pair = runPair(argv(100), consumerEnv);
+      const failed = pair.filter((child) => child.status !== 0);
+      check(failed.length === 0, `${name}: both processes exited 0${failed.length ? `: ${failed.map((c) => c.stderr).join(" | ")}` : ""}`);
+      const final = fs.readFileSync(counter, "utf8");
+      check(final === "200", `${name}: two processes at once × 100 sections: counter ${final} (0 lost)`);
+      if (name === "Vite") {
+        // Without the binary beside it, the error says it is a bundle and what to copy.
+        fs.rmSync(path.join(folder, "exactlock.linux-x64-gnu.node"));
+        const [cmd, args] = argv(1);
+        const alone = spawnSync(cmd, args, { cwd: os.tmpdir(), encoding: "utf8", env: consumerEnv });
+        check(alone.status !== 0 && /ERR_EXACTLOCK_NO_BINARY/.test(alone.stderr) && /bundled, and no binary for linux-x64-gnu.*README, "Bundling"/.test(alone.stderr),
+          `${name}: without the .node beside it, ERR_EXACTLOCK_NO_BINARY says it is a bundle and what to copy`);
+      }
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
+  }
+}
+
+/** Two processes of `[command, args]` at once; their results. */
+function runPair([command, args], env) {
+  const script = [
+    "const { spawn } = require('node:child_process');",
+    "const [command, args] = JSON.parse(process.argv[1]);",
+    "let left = 2; const results = [];",
+    "for (let i = 0; i < 2; i++) {",
+    "  const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] }); let stderr = '';",
+    "  child.stderr.on('data', (d) => { stderr += d; });",
+    "  child.on('exit', (status) => { results.push({ status, stderr }); if (--left === 0) console.log(JSON.stringify(results)); });",
+    "}",
+  ].join("\n");
+  const result = spawnSync(process.execPath, ["-e", script, JSON.stringify([command, args])], { cwd: os.tmpdir(), encoding: "utf8", env, timeout: 120_000 });
+  if (result.status !== 0) throw new Error(`registry round trip: the pair did not run: ${result.stderr}`);
+  return JSON.parse(result.stdout);
 }
 
 function stopRegistry() {
