@@ -25,6 +25,7 @@ const EXPECTED: Record<string, string[]> = {
   ],
   "abort-timeout.mjs": ["ELOCKED true", "undefined", "ELOCKED TimeoutError"],
   "shared-volume.mjs": ["build-box-7 live", "unknown foreign_host false"],
+  "wait-sync-loss.mjs": ["sync: function", "waited: yes", "lost: EMISSING", "release: EMISSING"],
   "gc.mjs": ["number true", "removed", "kept"],
   "inspect.mjs": [
     "record true",
