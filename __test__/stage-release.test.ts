@@ -24,7 +24,7 @@ const hostBinary = fs.readFileSync(path.join(ROOT, "native", `exactlock.${host}.
 /** A copy of what stage-release reads, with this machine's binary only (or `binary` in its place). */
 function skeleton(edit: { binary?: Buffer; manifest?: (m: Record<string, unknown>) => void } = {}): string {
   const dir = fs.mkdtempSync(path.join(scratch, "repo-"));
-  for (const entry of ["scripts", "npm", "bin", "dist", "README.md", "LICENSE", "native/index.js", "native/index.d.ts"]) {
+  for (const entry of ["scripts", "npm", "bin", "dist", "examples", "README.md", "LICENSE", "Cargo.toml", "native/index.js", "native/index.d.ts"]) {
     fs.cpSync(path.join(ROOT, entry), path.join(dir, entry), { recursive: true });
   }
   const copy = structuredClone(manifest);
@@ -96,6 +96,32 @@ describe("stage-release refuses what must not be published, staging nothing", ()
     const result = stage(skeleton(), "--expect-repository", "https://github.com/someone-else/exactlock");
     expect(result.status).toBe(1);
     expect(result.output).toContain("but this release is built from https://github.com/someone-else/exactlock");
+  });
+});
+
+describe("stage-release refuses, even --partial, what cannot be staged at all", () => {
+  it("a Cargo.toml whose version is not package.json's (a bundle's loader compares the core's with the package's)", () => {
+    const dir = skeleton({ manifest: (m) => (m.version = "9.9.9") });
+    const result = stage(dir, "--partial");
+    expect(result.status).toBe(1);
+    expect(result.output).toContain("Cargo.toml is 0.1.0, package.json 9.9.9");
+    expect(fs.existsSync(result.out)).toBe(false);
+  });
+
+  it("an --out folder holding anything but an earlier staging, which it would replace", () => {
+    const dir = skeleton();
+    const precious = path.join(dir, "precious");
+    fs.mkdirSync(precious);
+    fs.writeFileSync(path.join(precious, "notes.txt"), "keep me");
+    const run = spawnSync(process.execPath, [path.join(dir, "scripts", "stage-release.mjs"), "--out", precious, "--partial"], {
+      encoding: "utf8",
+    });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain("holds files that are not a staging");
+    expect(fs.readFileSync(path.join(precious, "notes.txt"), "utf8")).toBe("keep me");
+    // An earlier staging is replaced.
+    expect(stage(dir, "--partial").status).toBe(0);
+    expect(stage(dir, "--partial").status).toBe(0);
   });
 });
 

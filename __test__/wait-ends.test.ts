@@ -118,6 +118,32 @@ describe("how a wait ends", () => {
     expect(fs.existsSync(lockPathOf(file))).toBe(false);
   });
 
+  it("tryAcquireLock honours options as acquireLock reads them, inherited ones too", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    let called = 0;
+    const options = Object.create({ onAcquired: () => called++ }) as object;
+    const release = await tryAcquireLock(file, options);
+    expect(called).toBe(1);
+    await release!();
+  });
+
+  it("a signal aborted before the call rejects with its reason at once, a TimeoutError too (SPEC §3: no attempt, no holder)", async () => {
+    const { file } = await heldElsewhere();
+    const signal = AbortSignal.timeout(1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(signal.aborted).toBe(true);
+    expect(await rejectionOf(acquireLock(file, { signal }))).toBe(signal.reason);
+    expect(await rejectionOf(tryAcquireLock(file, { signal }))).toBe(signal.reason);
+  });
+
+  it("only AbortSignal.timeout()'s DOMException counts as a timeout: an Error named TimeoutError is the reason itself", async () => {
+    const { file } = await heldElsewhere();
+    const controller = new AbortController();
+    const mine = Object.assign(new Error("mine"), { name: "TimeoutError" });
+    setTimeout(() => controller.abort(mine), 100);
+    expect(await rejectionOf(acquireLock(file, { retries: Infinity, signal: controller.signal }))).toBe(mine);
+  });
+
   it("tryAcquireLock rejects what is not contention as acquireLock does", async () => {
     const error = await rejectionOf(tryAcquireLock("relative/state.json"));
     expect(error).toBeInstanceOf(TypeError);

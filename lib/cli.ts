@@ -15,7 +15,7 @@ import { demoCommand } from "./cli/demo.js";
 import { doctorCommand } from "./cli/doctor.js";
 import { gcCommand } from "./cli/gc.js";
 import { runCommand } from "./cli/run.js";
-import { statusCommand } from "./cli/status.js";
+import { STATUS_EXIT, statusCommand } from "./cli/status.js";
 
 export const EXIT_USAGE = 2;
 
@@ -90,7 +90,8 @@ export async function main(argv: string[]): Promise<number> {
   } catch (error) {
     if (error instanceof UsageError) return usageFailure(error);
     process.stderr.write(`exactlock: ${(error as Error).message ?? String(error)}\n`);
-    return 1;
+    // status's 1 means "held": a failure there is its "could not be read".
+    return name === "status" ? STATUS_EXIT.unreadable : 1;
   }
 }
 

@@ -70,7 +70,7 @@ export function clearFaultsForTesting(): void {
 
 /** The reason `AbortSignal.timeout()` aborts with: a DOMException named TimeoutError. */
 function isTimeoutReason(reason: unknown): boolean {
-  return typeof reason === "object" && reason !== null && (reason as { name?: unknown }).name === "TimeoutError";
+  return typeof DOMException === "function" && reason instanceof DOMException && reason.name === "TimeoutError";
 }
 
 function abortReason(signal: AbortSignal): unknown {
@@ -350,17 +350,11 @@ export async function acquireLock(filePath: string | URL, options?: FileLockOpti
  */
 export async function tryAcquireLock(filePath: string | URL, options?: FileLockOptions): Promise<LockRelease | undefined> {
   try {
-    return await acquireLock(filePath, withTimeout(options, 0));
+    return (await acquire(filePath, options, { timeout: 0 })).release;
   } catch (error) {
     if (error instanceof FileLockAcquireError) return undefined;
     throw error;
   }
-}
-
-/** `options` with `timeout` set (left as it is when not an object: validation names it). */
-function withTimeout(options: FileLockOptions | undefined, timeout: number): FileLockOptions | undefined {
-  if (options === undefined) return { timeout };
-  return typeof options === "object" && options !== null && !Array.isArray(options) ? { ...options, timeout } : options;
 }
 
 /** What the function {@link withFileLock} runs is handed: the lock it holds. */
@@ -388,10 +382,16 @@ function heldFileLock(lockPath: string, release: { readonly signal: AbortSignal 
 async function acquire(
   filePath: string | URL,
   options: FileLockOptions | undefined,
+  override?: { timeout: number },
 ): Promise<{ release: LockRelease; generation: string; lockPath: string }> {
   const path = validateLockFilePath(filePath);
   const resolved = resolveOptions(options);
+  // tryAcquireLock: one attempt, whatever the options say (applied after them,
+  // so inherited and non-enumerable options count as they do for acquireLock).
+  if (override) resolved.timeout = override.timeout;
   const { signal } = resolved;
+  // Already aborted, of whatever reason: rejected before any attempt with the
+  // reason itself (SPEC §3), as the original does; there is no holder to name.
   if (signal?.aborted) throw abortReason(signal);
   const request = requestOf(path, resolved);
   const thrown: Thrown = {};
@@ -508,8 +508,8 @@ export type LockReleaseSync = (() => void) & Disposable & { readonly signal: Abo
 
 /**
  * Acquires the lock for `filePath` on the calling thread, which it BLOCKS
- * while the lock is held by another process (up to the budget,
- * `retries × retryDelayMs`; `Infinity` blocks until it is won): for
+ * while the lock is held by another process (up to the budget: `timeout`,
+ * or `retries × retryDelayMs`; `Infinity` blocks until it is won): for
  * scripts and exit paths. It never waits for this process — if this
  * process already holds the lock or waits for it (from any thread), it
  * throws `EDEADLK` at once rather than block the thread that may have to

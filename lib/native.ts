@@ -66,7 +66,10 @@ export function noBinaryError(
   const supported = (PREBUILT_PLATFORMS as readonly string[]).includes(found);
   const where = `${found}, ${runtimeName()}`;
   let message: string;
-  if (inBundle && supported) {
+  const override = process.env.NAPI_RS_NATIVE_LIBRARY_PATH;
+  if (override) {
+    message = `exactlock: NAPI_RS_NATIVE_LIBRARY_PATH names ${override}, which did not load on ${where}; the reason is this error's cause.`;
+  } else if (inBundle && supported) {
     message =
       `exactlock: bundled, and no binary for ${where} loads beside the bundle: copy ` +
       `node_modules/exactlock-${found}/exactlock.${found}.node next to it (README, "Bundling").`;
@@ -98,16 +101,23 @@ function bundled(): boolean {
   return typeof __filename !== "string" || !/[\\/](dist[\\/]native\.[cm]?js|lib[\\/]native\.ts)$/.test(__filename);
 }
 
+/** Whether this process is a runtime itself (node, bun), not an application compiled into one. */
+function plainRuntime(): boolean {
+  return /^(node|nodejs|bun)(\.exe)?$/i.test(path.basename(process.execPath));
+}
+
 /**
  * The folders a bundle may have put the binary beside: this module's own
- * (a CommonJS bundle), the entry script's, and the running executable's.
+ * (a CommonJS bundle), the entry script's, and, for an application compiled
+ * into one executable (`bun build --compile`, Node's single-executable
+ * apps), the executable's; never a plain runtime's own folder (/usr/bin).
  */
 function bundleFolders(): string[] {
   const folders = [
     typeof __dirname === "string" ? __dirname : undefined,
     require.main?.filename ? path.dirname(require.main.filename) : undefined,
     process.argv[1] ? path.dirname(path.resolve(process.argv[1])) : undefined,
-    path.dirname(process.execPath),
+    plainRuntime() ? undefined : path.dirname(process.execPath),
   ];
   return [...new Set(folders.filter((folder): folder is string => folder !== undefined))];
 }
@@ -126,10 +136,21 @@ export function binaryBesideBundle(folders: readonly string[] = bundleFolders(),
     } catch {
       continue;
     }
-    const match = entries.sort().find((entry) => name.test(entry));
+    // The exact name first (what the error tells a user to copy), then a bundler's hashed copy.
+    const exact = `exactlock.${found}.node`;
+    const match = entries.includes(exact) ? exact : entries.sort().find((entry) => name.test(entry));
     if (match) return path.join(folder, match);
   }
   return undefined;
+}
+
+/** This package's version (bundlers inline the JSON), or undefined when it cannot be read. */
+function packageVersion(): string | undefined {
+  try {
+    return (require("../package.json") as { version?: string }).version;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Whether napi's loader gave a binding (a bundler's `file` loader makes it a path string instead). */
@@ -150,11 +171,22 @@ function load(): typeof Binding {
   if (bundled()) {
     const beside = binaryBesideBundle();
     if (beside) {
+      let loaded: unknown;
       try {
-        const loaded: unknown = require(beside);
-        if (isBinding(loaded)) return loaded;
+        loaded = require(beside);
       } catch (error) {
         throw noBinaryError(error, platformName(), false, true);
+      }
+      if (isBinding(loaded)) {
+        // A binary left beside an older or newer bundle would run the wrong core.
+        const expected = packageVersion();
+        if (expected === undefined || loaded.nativeVersion() === expected) return loaded;
+        throw noBinaryError(
+          new Error(`${beside} is exactlock ${loaded.nativeVersion()}, this bundle is exactlock ${expected}`),
+          platformName(),
+          false,
+          true,
+        );
       }
     }
     throw noBinaryError(cause, platformName(), false, true);

@@ -190,10 +190,6 @@ export function validateOptionsObject(
   return options;
 }
 
-/**
- * The retry count: like {@link validateNonNegative}, and also `Infinity`
- * (wait until the lock is won or the signal aborts).
- */
 /** `timeout`: undefined, a number of ms from 0 to 2^53 − 1, or Infinity. */
 export function validateTimeout(value: unknown): number | undefined {
   if (value === undefined || value === Number.POSITIVE_INFINITY) return value;
@@ -202,6 +198,11 @@ export function validateTimeout(value: unknown): number | undefined {
   }
   return validateNonNegative(value, "timeout", 0);
 }
+
+/**
+ * The retry count: like {@link validateNonNegative}, and also `Infinity`
+ * (wait until the lock is won or the signal aborts).
+ */
 
 export function validateRetries(value: unknown, fallback: number): number {
   if (value === Number.POSITIVE_INFINITY) return value;

@@ -163,8 +163,8 @@ function buildOther(target) {
 
 /** The files the addon is built from, relative to ROOT, sorted. */
 function buildInputs() {
-  const inputs = ["Cargo.toml", "Cargo.lock", "build.rs", "rust-toolchain.toml"].filter((file) =>
-    fs.existsSync(path.join(ROOT, file)),
+  const inputs = ["Cargo.toml", "Cargo.lock", "build.rs", "rust-toolchain.toml", ".cargo/config.toml", ".cargo/config"].filter(
+    (file) => fs.existsSync(path.join(ROOT, file)),
   );
   const walk = (dir) => {
     for (const entry of fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true })) {
@@ -182,12 +182,24 @@ function buildFingerprint(mode, debug) {
   const hash = createHash("sha256");
   // In auto mode, whether zig is at hand decides the glibc floor: part of what is built.
   const zig = mode === "auto" ? zigEnv(process.env) !== null : null;
-  hash.update(JSON.stringify({ mode, zig, debug, rustc: rustc("--version"), arch: process.arch, platform: process.platform }));
+  const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8"));
+  const napiCli = JSON.parse(fs.readFileSync(path.join(ROOT, "node_modules", "@napi-rs", "cli", "package.json"), "utf8")).version;
+  // What else reaches cargo or the napi CLI from the environment.
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([key]) => /^(RUSTFLAGS|RUSTC|RUSTC_WRAPPER|CARGO_(?!TERM|HOME|REGISTRIES)\w*|NAPI_\w*|MACOSX_DEPLOYMENT_TARGET)$/.test(key)),
+  );
+  hash.update(
+    JSON.stringify({ mode, zig, debug, rustc: rustc("--version"), arch: process.arch, platform: process.platform, napi: manifest.napi, napiCli, env }),
+  );
   for (const file of buildInputs()) {
     hash.update(`\0${file}\0`);
     hash.update(fs.readFileSync(path.join(ROOT, file)));
   }
   return hash.digest("hex");
+}
+
+function sha256Of(file) {
+  return fs.existsSync(file) ? createHash("sha256").update(fs.readFileSync(file)).digest("hex") : null;
 }
 
 /** Whether native/ already holds this machine's build of exactly these inputs. */
@@ -196,11 +208,13 @@ function upToDate(fingerprint) {
   const host = hostTarget();
   try {
     const built = JSON.parse(fs.readFileSync(path.join(OUT, "build.json"), "utf8"));
+    // The binary itself too: one copied in from elsewhere is not this build.
     return (
+      host !== undefined &&
       built.fingerprint === fingerprint &&
+      built.binarySha256 === sha256Of(binaryPath(host)) &&
       fs.existsSync(path.join(OUT, "index.js")) &&
-      fs.existsSync(path.join(OUT, "index.d.ts")) &&
-      (host === undefined || fs.existsSync(binaryPath(host)))
+      fs.existsSync(path.join(OUT, "index.d.ts"))
     );
   } catch {
     return false;
@@ -249,8 +263,12 @@ function main(argv) {
       console.log("build-native: native/ is this machine's build of the current sources; skipped (EXACTLOCK_FORCE_BUILD=1 rebuilds)");
       return;
     }
+    // An interrupted build must not leave the old record vouching for a new binary.
+    fs.rmSync(path.join(OUT, "build.json"), { force: true });
     const linked = buildHost(hostTarget(), { debug, mode });
-    record("build.json", { ...linked, debug, rustc: rustc("--version"), fingerprint });
+    const host = hostTarget();
+    const binarySha256 = host ? sha256Of(binaryPath(host)) : null;
+    record("build.json", { ...linked, debug, rustc: rustc("--version"), fingerprint, binarySha256 });
     return;
   }
   const names = argv.slice(at + 1).filter((arg) => !arg.startsWith("--"));

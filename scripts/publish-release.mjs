@@ -28,11 +28,20 @@ function npm(args, dir, options = { encoding: "utf8" }) {
 }
 
 function main(argv) {
-  const at = argv.indexOf("--dir");
-  const dir = path.resolve(at === -1 ? path.join(ROOT, "release") : argv[at + 1]);
-  const flags = at === -1 ? argv : [...argv.slice(0, at), ...argv.slice(at + 2)];
-  const registryAt = flags.indexOf("--registry");
-  const registry = registryAt === -1 ? [] : ["--registry", flags[registryAt + 1]];
+  const at = argv.findIndex((arg) => arg === "--dir" || arg.startsWith("--dir="));
+  let dir = path.join(ROOT, "release");
+  let flags = argv;
+  if (at !== -1) {
+    const value = argv[at].startsWith("--dir=") ? argv[at].slice("--dir=".length) : argv[at + 1];
+    if (!value || value.startsWith("--")) fail("--dir needs a folder (what stage-release wrote)");
+    dir = path.resolve(value);
+    flags = [...argv.slice(0, at), ...argv.slice(at + (argv[at].includes("=") ? 1 : 2))];
+  }
+  // `npm view` must ask the registry `npm publish` will publish to: --registry URL or --registry=URL.
+  const registryAt = flags.findIndex((arg) => arg === "--registry" || arg.startsWith("--registry="));
+  const registryUrl = registryAt === -1 ? null : flags[registryAt].includes("=") ? flags[registryAt].split("=").slice(1).join("=") : flags[registryAt + 1];
+  if (registryAt !== -1 && !registryUrl) fail("--registry needs a URL");
+  const registry = registryUrl ? ["--registry", registryUrl] : [];
   const file = path.join(dir, "packed.json");
   if (!fs.existsSync(file)) fail(`${file} is missing: run \`npm run stage-release\` first`);
   const staged = JSON.parse(fs.readFileSync(file, "utf8"));

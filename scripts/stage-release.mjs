@@ -97,7 +97,10 @@ function findBinaries() {
   });
 }
 
-function binaryProblem({ target, file, report }) {
+function binaryProblem({ target, manifest: platformManifest, file, report }, version) {
+  if (platformManifest.version !== version) {
+    return `npm/${target.platform} is ${platformManifest.version}, the package ${version}: run \`napi version\``;
+  }
   if (!file) return `${target.platform}: no binary (npm/${target.platform}/ or native/): npm run build:target -- ${target.triple}`;
   if (!report.ok) {
     const failed = report.checks.filter((check) => !check.ok).map((check) => `${check.name}: ${check.detail}`).join("; ");
@@ -106,16 +109,25 @@ function binaryProblem({ target, file, report }) {
   return null;
 }
 
-function stageMain(out, manifest) {
-  const dir = path.join(out, manifest.name);
+/** Why the main package cannot be staged as it is: its files, and the core's version. */
+function mainProblems(manifest) {
+  const problems = [];
   if (manifest.files.some((file) => file.includes(".node"))) {
-    throw new ReleaseRefused("package.json `files` names a .node: binaries belong to the platform packages");
+    problems.push("package.json `files` names a .node: binaries belong to the platform packages");
   }
   for (const file of [...manifest.files, ...ALWAYS]) {
-    const from = path.join(ROOT, file);
-    if (!fs.existsSync(from)) throw new ReleaseRefused(`${file} is missing: run \`npm run build\` first`);
-    copy(from, path.join(dir, file));
+    if (!fs.existsSync(path.join(ROOT, file))) problems.push(`${file} is missing: run \`npm run build\` first`);
   }
+  const cargo = /^version\s*=\s*"([^"]+)"/m.exec(fs.readFileSync(path.join(ROOT, "Cargo.toml"), "utf8"))?.[1];
+  if (cargo !== manifest.version) {
+    problems.push(`Cargo.toml is ${cargo}, package.json ${manifest.version}: the core reports its version and a bundle's loader compares them`);
+  }
+  return problems;
+}
+
+function stageMain(out, manifest) {
+  const dir = path.join(out, manifest.name);
+  for (const file of [...manifest.files, ...ALWAYS]) copy(path.join(ROOT, file), path.join(dir, file));
   const published = { ...manifest };
   for (const field of CLONE_ONLY) delete published[field];
   published.optionalDependencies = Object.fromEntries(
@@ -126,11 +138,6 @@ function stageMain(out, manifest) {
 }
 
 function stagePlatform(out, manifest, { target, manifest: platformManifest, file }) {
-  if (platformManifest.version !== manifest.version) {
-    throw new ReleaseRefused(
-      `npm/${target.platform} is ${platformManifest.version}, the package ${manifest.version}: run \`napi version\``,
-    );
-  }
   const dir = path.join(out, platformManifest.name);
   fs.mkdirSync(dir, { recursive: true });
   const published = { ...platformManifest };
@@ -153,6 +160,15 @@ function pack(out, dir) {
   };
 }
 
+/** `out` is replaced whole: refuse a folder that holds anything but an earlier staging. */
+function refuseForeignFolder(out) {
+  if (!fs.existsSync(out)) return;
+  const entries = fs.readdirSync(out);
+  if (entries.length > 0 && !entries.includes("packed.json")) {
+    throw new ReleaseRefused(`${out} holds files that are not a staging (no packed.json): give --out an empty or new folder`);
+  }
+}
+
 /**
  * Stages the release into `out`; throws ReleaseRefused (before touching `out`) when it
  * may not be published. Returns packed.json's content: `{ publishable, left, packages }`,
@@ -161,14 +177,23 @@ function pack(out, dir) {
 export function stageRelease({ out, partial = false, expectRepository = null }) {
   const manifest = readJson(path.join(ROOT, "package.json"));
   const binaries = findBinaries();
-  const problems = [sourceFieldsProblem(manifest, expectRepository), ...binaries.map(binaryProblem)].filter(Boolean);
+  const fatal = mainProblems(manifest);
+  const problems = [
+    sourceFieldsProblem(manifest, expectRepository),
+    ...binaries.map((binary) => binaryProblem(binary, manifest.version)),
+  ].filter(Boolean);
+  // Without these nothing can be staged, partial or not.
+  if (fatal.length > 0) throw new ReleaseRefused(`cannot stage:\n  - ${fatal.join("\n  - ")}`);
   if (problems.length > 0 && !partial) {
     throw new ReleaseRefused(`not a release:\n  - ${problems.join("\n  - ")}`);
   }
+  refuseForeignFolder(out);
   fs.rmSync(out, { recursive: true, force: true });
   fs.mkdirSync(out, { recursive: true });
   const mainDir = stageMain(out, manifest);
-  const platformDirs = binaries.filter((binary) => binary.file).map((binary) => stagePlatform(out, manifest, binary));
+  const platformDirs = binaries
+    .filter((binary) => binary.file && binary.manifest.version === manifest.version)
+    .map((binary) => stagePlatform(out, manifest, binary));
   const staged = {
     publishable: problems.length === 0,
     left: problems,

@@ -41,6 +41,12 @@ const repoManifest = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"),
 const versionOf = (name) => JSON.parse(fs.readFileSync(path.join(ROOT, "node_modules", name, "package.json"), "utf8")).version;
 
 const RELEASE = process.argv.includes("--release");
+/** This machine's platform as the packages name it (the round trip runs on every CI runner). */
+const HOST = (() => {
+  if (process.platform !== "linux") return `${process.platform}-${process.arch}`;
+  const glibc = Boolean(process.report?.getReport()?.header?.glibcVersionRuntime);
+  return `linux-${process.arch}-${glibc ? "gnu" : "musl"}`;
+})();
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-registry-"));
 let registry = null;
 
@@ -219,8 +225,8 @@ function checkStaged(staged) {
   for (const [dep, version] of Object.entries(published.optionalDependencies)) {
     check(version === repoManifest.version, `optional dependency ${dep} pinned to ${version}`);
   }
-  const here = platforms.find((p) => p.name === "exactlock-linux-x64-gnu");
-  check(here !== undefined && here.files.some((file) => file.endsWith(".node")), "the linux-x64-gnu package holds the .node");
+  const here = platforms.find((p) => p.name === `exactlock-${HOST}`);
+  check(here !== undefined && here.files.some((file) => file.endsWith(".node")), `the ${HOST} package holds the .node`);
   for (const platform of platforms) {
     const manifest = JSON.parse(fs.readFileSync(path.join(work, "release", platform.name, "package.json"), "utf8"));
     check(manifest.scripts === undefined, `${platform.name} has no scripts`);
@@ -287,11 +293,11 @@ async function main() {
     "npm reports no install script of exactlock's");
   check(installed.seconds < 60, `npm install exactlock took ${installed.seconds} s`);
   const lock = JSON.parse(fs.readFileSync(path.join(npmProject, "package-lock.json"), "utf8"));
-  for (const name of ["exactlock", "exactlock-linux-x64-gnu"]) {
+  for (const name of ["exactlock", `exactlock-${HOST}`]) {
     const entry = lock.packages[`node_modules/${name}`];
     check(entry?.resolved?.startsWith(url) === true, `${name} came from the local registry (${entry?.resolved})`);
   }
-  check(!fs.existsSync(path.join(npmProject, "node_modules", "exactlock", "native", "exactlock.linux-x64-gnu.node")),
+  check(!fs.existsSync(path.join(npmProject, "node_modules", "exactlock", "native", `exactlock.${HOST}.node`)),
     "the binary is the platform package's, not the main package's");
 
   step("the TypeScript consumer (strict, nodenext; ESM and CommonJS)");
@@ -315,14 +321,14 @@ async function main() {
     env: { ...consumerEnv, BUN_CONFIG_REGISTRY: url, BUN_INSTALL_CACHE_DIR: path.join(work, "bun-cache") },
   });
   check(added.seconds < 60, `bun add exactlock took ${added.seconds} s`);
-  check(fs.existsSync(path.join(bunProject, "node_modules", "exactlock-linux-x64-gnu", "exactlock.linux-x64-gnu.node")),
+  check(fs.existsSync(path.join(bunProject, "node_modules", `exactlock-${HOST}`, `exactlock.${HOST}.node`)),
     "bun installed the platform package");
   const bunTest = run(bun, ["test"], { cwd: bunProject, env: consumerEnv });
   check(/\b3 pass\b/.test(bunTest.output) && /\b0 fail\b/.test(bunTest.output), "the consumer's bun suite: 3 pass, 0 fail");
 
   if (RELEASE) {
     for (const target of shippedTargets()) {
-      if (target.platform !== "linux-x64-gnu") targetConsumer(target, npmrc, consumerEnv, path.join(npmProject, "build"));
+      if (target.platform !== HOST) targetConsumer(target, npmrc, consumerEnv, path.join(npmProject, "build"));
     }
   }
 }
@@ -397,7 +403,7 @@ function bundled(project, consumerEnv) {
     "",
   ].join("\n"));
   run(bin("vite"), ["build", "--config", path.join(project, "vite.config.mjs")], { cwd: project, env: consumerEnv });
-  const binary = path.join(project, "node_modules", "exactlock-linux-x64-gnu", "exactlock.linux-x64-gnu.node");
+  const binary = path.join(project, "node_modules", `exactlock-${HOST}`, `exactlock.${HOST}.node`);
   fs.copyFileSync(binary, path.join(built, "vite", path.basename(binary)));
   run(path.join(BIN, "bun"), ["build", "--compile", entry, "--outfile", path.join(built, "bun", "count")], { cwd: project, env: consumerEnv });
 
@@ -421,10 +427,10 @@ function bundled(project, consumerEnv) {
       check(final === "200", `${name}: two processes at once × 100 sections: counter ${final} (0 lost)`);
       if (name === "Vite") {
         // Without the binary beside it, the error says it is a bundle and what to copy.
-        fs.rmSync(path.join(folder, "exactlock.linux-x64-gnu.node"));
+        fs.rmSync(path.join(folder, `exactlock.${HOST}.node`));
         const [cmd, args] = argv(1);
         const alone = spawnSync(cmd, args, { cwd: os.tmpdir(), encoding: "utf8", env: consumerEnv });
-        check(alone.status !== 0 && /ERR_EXACTLOCK_NO_BINARY/.test(alone.stderr) && /bundled, and no binary for linux-x64-gnu.*README, "Bundling"/.test(alone.stderr),
+        check(alone.status !== 0 && /ERR_EXACTLOCK_NO_BINARY/.test(alone.stderr) && new RegExp(`bundled, and no binary for ${HOST}.*README, "Bundling"`).test(alone.stderr),
           `${name}: without the .node beside it, ERR_EXACTLOCK_NO_BINARY says it is a bundle and what to copy`);
       }
     } finally {
