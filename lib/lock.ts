@@ -298,31 +298,22 @@ function acquireError(
   signal: AbortSignal | undefined,
   thrown: Thrown,
 ): unknown {
-  if (failure.code === "ABORT_ERR" && signal) {
-    const reason = abortReason(signal);
-    // AbortSignal.timeout(): the wait ran out of time, as a spent budget does.
-    if (isTimeoutReason(reason)) {
-      return new FileLockAcquireError(
-        filePath,
-        failure.lockPath ?? `${filePath}.lock`,
-        failure.attempts ?? 0,
-        failure.holder ?? undefined,
-        options.ownerHostId !== undefined,
-        reason,
-      );
-    }
-    return reason;
-  }
-  if (failure.code === "EHOOK" && thrown.error !== undefined) return thrown.error;
-  if (failure.code === "ELOCKED") {
-    return new FileLockAcquireError(
+  const locked = (signalTimeout?: unknown) =>
+    new FileLockAcquireError(
       filePath,
       failure.lockPath ?? `${filePath}.lock`,
       failure.attempts ?? 0,
       failure.holder ?? undefined,
       options.ownerHostId !== undefined,
+      signalTimeout,
     );
+  if (failure.code === "ABORT_ERR" && signal) {
+    const reason = abortReason(signal);
+    // AbortSignal.timeout(): the wait ran out of time, as a spent budget does.
+    return isTimeoutReason(reason) ? locked(reason) : reason;
   }
+  if (failure.code === "EHOOK" && thrown.error !== undefined) return thrown.error;
+  if (failure.code === "ELOCKED") return locked();
   return errorFromFailure(failure);
 }
 
