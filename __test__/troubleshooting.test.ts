@@ -154,13 +154,20 @@ describe("troubleshooting by error code", () => {
     expect(existsSync(path.join(dir, "sub"))).toBe(false);
   });
 
-  it("abort: rejects with the signal's reason (AbortError, TimeoutError), already aborted or while waiting", async () => {
+  it("abort: rejects with the signal's reason (AbortError, a fired TimeoutError), already aborted or while waiting; AbortSignal.timeout() while waiting is ELOCKED", async () => {
     const file = path.join(dir, "state.json");
     const aborted = new AbortController();
     aborted.abort();
     await expect(acquireLock(file, { signal: aborted.signal })).rejects.toMatchObject({ name: "AbortError" });
+    const fired = AbortSignal.timeout(1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await expect(acquireLock(file, { signal: fired })).rejects.toMatchObject({ name: "TimeoutError" });
     const release = await acquireLock(file);
-    await expect(acquireLock(file, { signal: AbortSignal.timeout(100) })).rejects.toMatchObject({ name: "TimeoutError" });
+    await expect(acquireLock(file, { signal: AbortSignal.timeout(100) })).rejects.toMatchObject({
+      name: "FileLockAcquireError",
+      code: "ELOCKED",
+      cause: { name: "TimeoutError" },
+    });
     const custom = new AbortController();
     const reason = new Error("shutting down");
     setTimeout(() => custom.abort(reason), 50);
