@@ -1,0 +1,65 @@
+/**
+ * The syscalls of one uncontended acquire/release cycle, counted with strace,
+ * so the number cannot grow unseen (bench/CYCLE.md lists them, each with why).
+ * The count is the mean of 200 cycles after 300 warm-up cycles, every thread
+ * of the process traced, the runtime's own housekeeping (memory mapping,
+ * futexes) left out. Needs strace: .ci/run installs it; without it the test
+ * says so and is skipped.
+ */
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { cleanup, makeRoot, PORTABLE } from "./helpers.ts";
+
+afterEach(cleanup);
+
+const FIXTURE = path.join(__dirname, "fixtures", "cycles.mjs");
+const COUNTED = 200;
+/**
+ * The most a cycle may take: what it takes today (bench/CYCLE.md). Lower it when a
+ * change saves calls; raising it needs a reason in that file.
+ */
+const BUDGET = PORTABLE ? 54 : 41;
+/** A few calls the runtime makes now and then inside the window (0.1 per cycle): one more per cycle is not. */
+const SLACK = 0.1;
+/** The runtime's, not the lock's: V8 and libuv threads mapping memory and waking each other. */
+const HOUSEKEEPING = new Set(["futex", "mmap", "munmap", "mprotect", "madvise", "brk", "sched_yield", "epoll_wait", "epoll_pwait", "epoll_ctl"]);
+
+const strace = spawnSync("strace", ["-V"], { encoding: "utf8" }).status === 0;
+if (!strace) console.warn("syscalls.test.ts: strace is not installed here; the syscall count of a cycle is NOT checked (apt-get install strace)");
+
+/** Counts, by name, of the syscalls between the fixture's two markers. */
+function countCycle(): Map<string, number> {
+  const root = makeRoot("exactlock-syscalls-");
+  const trace = path.join(root, "trace");
+  const run = spawnSync("strace", ["-f", "-qq", "-o", trace, process.execPath, FIXTURE, root, "300", String(COUNTED)], {
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  expect(run.status, run.stderr).toBe(0);
+  const lines = fs.readFileSync(trace, "utf8").split("\n");
+  const start = lines.findIndex((line) => line.includes('"EXACTLOCK-CYCLES-START\\n"'));
+  const end = lines.findIndex((line) => line.includes('"EXACTLOCK-CYCLES-END\\n"'));
+  expect(start).toBeGreaterThan(0);
+  expect(end).toBeGreaterThan(start);
+  const counts = new Map<string, number>();
+  for (const line of lines.slice(start + 1, end)) {
+    // "PID name(args…" (a call strace resumes, "<... name resumed>", was counted when it began)
+    const name = /^\d+\s+([a-z_0-9]+)\(/.exec(line)?.[1];
+    if (name && !HOUSEKEEPING.has(name)) counts.set(name, (counts.get(name) ?? 0) + 1);
+  }
+  return counts;
+}
+
+describe("the syscalls of one uncontended cycle", () => {
+  it.skipIf(!strace)(`stay within ${BUDGET} (the mean of ${COUNTED} cycles, strace -f)`, () => {
+    const counts = countCycle();
+    const total = [...counts.values()].reduce((sum, n) => sum + n, 0);
+    const perCycle = total / COUNTED;
+    const table = [...counts.entries()].sort((a, b) => b[1] - a[1]).map(([name, n]) => `${name} ${(n / COUNTED).toFixed(2)}`);
+    console.log(`syscalls per cycle${PORTABLE ? " (portable)" : ""}: ${perCycle.toFixed(2)} = ${table.join(", ")}`);
+    expect(perCycle).toBeGreaterThan(5); // the trace saw the cycles at all
+    expect(perCycle).toBeLessThanOrEqual(BUDGET + SLACK);
+  });
+});
