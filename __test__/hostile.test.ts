@@ -702,4 +702,37 @@ describe("hostile: umask 0777", () => {
     // The parents stay (they are the file's directories); nothing of the lock does.
     expect(Object.keys(listing(root))).toEqual(["a", "a/b", "a/b/c"]);
   });
+
+  // The modes are made exact only where the fstat shows they are not (bench/CYCLE.md); a umask
+  // that takes the owner's w or x makes the record's creation fail for anyone but root, which
+  // must set the directory's mode and try again. Every path that stages: the first attempt
+  // (off the thread), the inline fast path, and a waiter's staged record published at hand-off.
+  for (const umask of [0o277, 0o177, 0o777]) {
+    it(`stages, publishes and releases under umask ${umask.toString(8)} as uid nobody: 0700/0600, nothing left`, async () => {
+      const root = tempRoot();
+      fs.chmodSync(root, 0o755);
+      const parent = path.join(root, "p");
+      fs.mkdirSync(parent, { mode: 0o700 });
+      fs.chownSync(parent, NOBODY, NOBODY);
+      const file = path.join(parent, "f");
+      const script = `
+        import * as fs from "node:fs";
+        import { acquireLock } from ${JSON.stringify(facade)};
+        const mode = (p) => (fs.statSync(p).mode & 0o7777).toString(8);
+        const file = ${JSON.stringify(file)};
+        const seen = [];
+        const look = () => seen.push(mode(file + ".lock") + "/" + mode(file + ".lock/info"));
+        for (let i = 0; i < 3; i++) { const release = await acquireLock(file); look(); await release(); }
+        const first = await acquireLock(file);
+        const waiter = acquireLock(file, { retryDelayMs: 5 });
+        await new Promise((r) => setTimeout(r, 50));
+        await first();
+        const second = await waiter;
+        look();
+        await second();
+        console.log(JSON.stringify({ umask: process.umask().toString(8), seen, left: fs.readdirSync(${JSON.stringify(parent)}) }));`;
+      const seen = await runChild(script, { uid: NOBODY, umask });
+      expect(seen).toEqual({ umask: umask.toString(8), seen: ["700/600", "700/600", "700/600", "700/600"], left: [] });
+    });
+  }
 });

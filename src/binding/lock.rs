@@ -386,6 +386,7 @@ impl acquire::Answer for JsAnswer {
         };
         forget_cancel(self.token);
         let result = acquire_result(&self.scope, outcome.map(Some));
+        crate::sys::trace::stamp("waiter: the promise resolved from its thread");
         deferred.resolve(Box::new(move |_env| Ok(result)));
         true
     }

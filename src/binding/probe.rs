@@ -228,3 +228,25 @@ impl Task for PidExitTask {
 pub fn monotonic_ns() -> String {
     native::hrtime_ns().to_string()
 }
+
+/// One step of a hand-off and when it was reached (see `take_trace_for_testing`).
+#[napi(object)]
+pub struct TraceStamp {
+    pub step: String,
+    /// On [`monotonic_ns`]'s clock, in nanoseconds (decimal).
+    pub ns: String,
+}
+
+/// The hand-off steps stamped since the last call, oldest first, when
+/// `EXACTLOCK_TRACE=handoff` was set as the module loaded (else none): for
+/// `bench/handoff.mjs`.
+#[napi]
+pub fn take_trace_for_testing() -> Vec<TraceStamp> {
+    crate::sys::trace::take()
+        .into_iter()
+        .map(|(step, ns)| TraceStamp {
+            step: step.to_string(),
+            ns: ns.to_string(),
+        })
+        .collect()
+}

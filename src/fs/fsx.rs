@@ -534,8 +534,8 @@ pub fn with_suffix(name: &OsStr, suffix: &str) -> OsString {
 pub fn tagged_name(base: &OsStr, tag: &str) -> OsString {
     let suffix = format!(
         ".{tag}.{}.{}",
-        std::process::id(),
-        uuid::Uuid::new_v4().hyphenated()
+        crate::sys::unique::own_pid(),
+        crate::sys::unique::fresh_uuid().hyphenated()
     );
     with_suffix(base, &suffix)
 }

@@ -270,8 +270,8 @@ pub fn probe(dir: &Path) -> Result<Probe, ProbeError> {
 
     let scratch_name = format!(
         "{SCRATCH_PREFIX}.{}.{}",
-        std::process::id(),
-        uuid::Uuid::new_v4().hyphenated()
+        crate::sys::unique::own_pid(),
+        crate::sys::unique::fresh_uuid().hyphenated()
     );
     fs::mkdirat(&fd, scratch_name.as_str(), Mode::from_raw_mode(0o700)).map_err(|errno| {
         match errno {

@@ -20,6 +20,7 @@
 //! internal [`Refusal`] per failure and one mapping function,
 //! [`outcome`], that derives the mutation, durability, reason and phase.
 
+use std::cell::Cell;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -353,10 +354,13 @@ pub fn rename_directory_no_replace_at(
     outcome(Primitive::MkdiratRenameatNoreplace, result)
 }
 
-/// The source, held open so its inode number stays ours while we compare.
+/// The source, held open so its inode number stays ours while we compare
+/// (by us, or by the caller of [`rename_held_no_replace_at`]).
 struct PinnedSource {
-    _pin: OwnedFd,
+    _pin: Option<OwnedFd>,
     stat: Stat,
+    /// The destination as the check after the rename saw it.
+    seen_at_destination: Cell<Option<Stat>>,
 }
 
 /// The exclusive rename with its fallback; returns the primitive that
@@ -374,12 +378,63 @@ fn exclusive_rename(
         Ok(source) => source,
         Err(refusal) => return (PLATFORM_PRIMITIVE, Err(refusal)),
     };
+    rename_pinned(caps, src_dir, src_name, dst_dir, dst_name, &source)
+}
+
+/// [`rename_no_replace_at`] for a source the caller made and holds open:
+/// `held` is the `fstat` of that descriptor. The source is not looked up and
+/// pinned again by name; the caller's descriptor keeps its inode number
+/// ours. What proves that the rename moved our source, and not something
+/// swapped in under its name, is the check after it (the destination is
+/// the held inode, else the refusal `destination_identity_changed`): a look
+/// by name before the rename would only narrow the window for such a swap,
+/// never close it, so it is not made. With a success comes that check's
+/// `stat` of the destination: the source's state once renamed.
+pub fn rename_held_no_replace_at(
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    held: &Stat,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+) -> (NoReplaceOutcome, Option<Stat>) {
+    let source = PinnedSource {
+        _pin: None,
+        stat: *held,
+        seen_at_destination: Cell::new(None),
+    };
+    let (primitive, result) = match check_names(src_name, dst_name) {
+        Ok(()) => rename_pinned(
+            caps::global(),
+            src_dir,
+            src_name,
+            dst_dir,
+            dst_name,
+            &source,
+        ),
+        Err(refusal) => (PLATFORM_PRIMITIVE, Err(refusal)),
+    };
+    let seen = result
+        .is_ok()
+        .then(|| source.seen_at_destination.get())
+        .flatten();
+    (outcome(primitive, result), seen)
+}
+
+/// The exclusive rename of a pinned source, with its fallback.
+fn rename_pinned(
+    caps: &Caps,
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+    source: &PinnedSource,
+) -> (Primitive, Result<(), Refusal>) {
     let dev = fsx::dev_of(&source.stat);
     match kernel_no_replace(caps, dev, src_dir, src_name, dst_dir, dst_name) {
-        None => fallback(src_dir, src_name, dst_dir, dst_name, &source),
+        None => fallback(src_dir, src_name, dst_dir, dst_name, source),
         Some(Ok(())) => (
             PLATFORM_PRIMITIVE,
-            verify_destination(dst_dir, dst_name, &source),
+            verify_destination(dst_dir, dst_name, source),
         ),
         Some(Err(errno)) => (PLATFORM_PRIMITIVE, Err(refusal_from_errno(errno))),
     }
@@ -604,7 +659,10 @@ fn verify_destination(
     source: &PinnedSource,
 ) -> Result<(), Refusal> {
     match fsx::stat_nofollow(dst_dir, dst_name) {
-        Ok(now) if fsx::same_inode(&now, &source.stat) => Ok(()),
+        Ok(now) if fsx::same_inode(&now, &source.stat) => {
+            source.seen_at_destination.set(Some(now));
+            Ok(())
+        }
         _ => Err(Refusal::DestinationIdentityChanged),
     }
 }
@@ -627,7 +685,11 @@ fn pin_source(dir: BorrowedFd<'_>, name: &OsStr) -> Result<PinnedSource, Refusal
     if !fsx::same_inode(&seen, &stat) {
         return Err(Refusal::IdentityMismatch);
     }
-    Ok(PinnedSource { _pin: pin, stat })
+    Ok(PinnedSource {
+        _pin: Some(pin),
+        stat,
+        seen_at_destination: Cell::new(None),
+    })
 }
 
 /// Both names must be single real components (no NUL, no `/`, not `.`/`..`).

@@ -121,6 +121,29 @@ impl TreeEntry {
         }
     }
 
+    /// Whether `later`, another observation of the same directory, shows
+    /// it in the same state, its own metadata included: the same link
+    /// count, size, mtime and ctime. POSIX has `creat`, `mkdir`, `link`,
+    /// `rename` and `unlink` stamp the mtime and ctime of the directory
+    /// they change, and nobody can set a ctime back: an equal state means
+    /// no entry was added, removed or renamed inside since (the clock's
+    /// granularity aside, which the caller must allow for).
+    pub fn same_state_as(&self, later: &TreeEntry) -> bool {
+        self.relative_path == later.relative_path
+            && self.kind == later.kind
+            && self.dev == later.dev
+            && self.ino == later.ino
+            && self.nlink == later.nlink
+            && self.size == later.size
+            && self.mtime_ns == later.mtime_ns
+            && self.ctime_ns == later.ctime_ns
+    }
+
+    /// The root directory of a tree as `stat` shows it.
+    pub fn of_root(stat: &Stat) -> Self {
+        TreeEntry::observed(String::new(), EntryKind::Directory, stat, None)
+    }
+
     fn observed(
         relative_path: String,
         kind: EntryKind,

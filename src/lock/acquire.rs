@@ -673,6 +673,7 @@ fn contend(
                 return Contended::Settled;
             }
             Ok(Step::Won(claim)) => {
+                crate::sys::trace::stamp("waiter: published");
                 crate::debug!("acquired {}", attempts.lock_path.display());
                 // Nothing of this acquisition stays on disk once the caller
                 // has the lock: a staging it did not use goes first.
@@ -736,6 +737,7 @@ fn contend(
             answer.settle(Err(attempts.progress.aborted()));
             return Contended::Settled;
         };
+        crate::sys::trace::stamp("waiter: woken");
         crate::debug!(
             "woken on {}: {}",
             attempts.lock_path.display(),
@@ -878,7 +880,7 @@ impl Attempts {
             lock_path,
             parent_path,
             lock_name,
-            owner_token: uuid::Uuid::new_v4().hyphenated().to_string(),
+            owner_token: crate::sys::unique::fresh_uuid().hyphenated().to_string(),
             wake: Wake::new(),
             deadline: Instant::now() + budget,
             progress: Arc::default(),
@@ -999,6 +1001,7 @@ impl Attempts {
             lock_name: self.lock_name.clone(),
             root: published.root,
             published: published.tree,
+            root_published: published.root_published,
             record_bytes: record,
             owner_token: self.owner_token.clone(),
         }))
@@ -1395,7 +1398,9 @@ impl Attempts {
         let pid = holder.record.as_ref().and_then(OwnerRecord::pid_u32);
         match pid {
             // Our own process: the in-process queue and inotify wake us.
-            Some(pid) if live_local && pid != std::process::id() => wait::holder_exit(pid),
+            Some(pid) if live_local && pid != crate::sys::unique::own_pid() => {
+                wait::holder_exit(pid)
+            }
             _ => HolderExit::Unwatched,
         }
     }

@@ -210,7 +210,7 @@ pub fn decide(
     if !crate::lock::guard::names_root(dir.as_fd(), &snapshot) {
         return kept("unverified_staging_directory");
     }
-    let ours = |pid: Option<u32>| pid == Some(std::process::id());
+    let ours = |pid: Option<u32>| pid == Some(crate::sys::unique::own_pid());
     let (pid, status) = match &owner {
         Owner::Valid { record, .. } => {
             let pid = record.pid_u32();

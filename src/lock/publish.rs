@@ -24,13 +24,13 @@
 use std::ffi::{OsStr, OsString};
 
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, AtFlags, FlockOperation, Mode, OFlags};
+use rustix::fs::{self, AtFlags, FlockOperation, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 use crate::fs::caps::{self, Flag};
 use crate::fs::fsx;
 use crate::fs::rename;
-use crate::fs::tree::{self, TreeSnapshot};
+use crate::fs::tree::{self, TreeEntry, TreeSnapshot};
 use crate::lock::identity::INFO_NAME;
 use crate::lock::volume::{self, OnServer};
 
@@ -50,15 +50,21 @@ pub struct Published {
     /// The tree as published (root and record), for an exact removal that
     /// need not walk it first.
     pub tree: TreeSnapshot,
+    /// The directory's own state once published, as the publication's
+    /// check of the lock name saw it (see `Generation::root_published`).
+    pub root_published: Option<TreeEntry>,
 }
 
-impl Published {
-    /// The publication of `root`, whose record `info` holds `record`.
-    fn of(root: OwnedFd, info: BorrowedFd<'_>, record: &[u8]) -> Result<Published, Errno> {
-        let tree =
-            TreeSnapshot::of_single_file(&fs::fstat(&root)?, INFO_NAME, &fs::fstat(info)?, record);
-        Ok(Published { root, tree })
-    }
+/// A staging directory made by this attempt, with its record written.
+struct Stage {
+    /// Its name in the parent.
+    name: OsString,
+    /// The directory and its record, as they will be published.
+    published: Published,
+    /// The directory's `fstat` (the identity the publication checks).
+    root_stat: Stat,
+    /// The record, still open.
+    info: OwnedFd,
 }
 
 /// The result of one publication attempt.
@@ -138,11 +144,16 @@ pub fn publish_over(
         );
         return Ok(Takeover::Unsupported);
     }
-    let (staging, staged, record_fd) = stage_new(parent, lock_name, record)?;
+    let Stage {
+        name: staging,
+        published: staged,
+        info,
+        ..
+    } = stage_new(parent, lock_name, record)?;
     // Closed before anything can remove the staging: a FUSE filesystem
     // (sshfs) keeps an unlinked but open file as `.fuse_hidden…`, and the
     // directory would then stay behind, not empty.
-    drop(record_fd);
+    drop(info);
     match rename::exchange_at(parent, &staging, parent, lock_name) {
         Ok(()) => caps.learned(judged.root_dev, Flag::Exchange, true),
         Err(errno) => {
@@ -212,20 +223,33 @@ pub fn publish(
     lock_name: &OsStr,
     record: &[u8],
 ) -> Result<Publication, PublishError> {
-    let (staging, staged, record_fd) = stage_new(parent, lock_name, record)?;
+    let Stage {
+        name: staging,
+        published: staged,
+        root_stat,
+        info,
+    } = stage_new(parent, lock_name, record)?;
     // Closed before anything may remove it: a FUSE filesystem (libfuse
     // without `hard_remove`) turns the unlink of an open file into a rename
     // to `.fuse_hidden…`, and the staging directory could not be removed.
-    drop(record_fd);
+    drop(info);
     let outcome = match crate::sys::faults::check("publish.rename") {
-        Ok(()) => rename::rename_no_replace_at(parent, &staging, parent, lock_name),
+        // From the descriptor made with the directory: the rename checks
+        // that the lock name then holds exactly it.
+        Ok(()) => {
+            rename::rename_held_no_replace_at(parent, &staging, &root_stat, parent, lock_name)
+        }
         Err(code) => {
             remove_staging(parent, &staging, Some(&staged.root));
             return Err(PublishError::Os(crate::sys::faults::errno_of(code)));
         }
     };
+    let (outcome, seen) = outcome;
     if outcome.ok {
-        return Ok(Publication::Published(staged));
+        return Ok(Publication::Published(Published {
+            root_published: seen.as_ref().map(TreeEntry::of_root),
+            ..staged
+        }));
     }
     remove_staging(parent, &staging, Some(&staged.root));
     if outcome.refused_with(rename::Refusal::DestinationExists) {
@@ -235,21 +259,20 @@ pub fn publish(
     }
 }
 
-/// Creates a fresh staging directory for `lock_name` holding `record`:
-/// its name, the staged tree, and the record, still open. Nothing is left
-/// behind if it fails.
+/// Creates a fresh staging directory for `lock_name` holding `record`.
+/// Nothing is left behind if it fails.
 fn stage_new(
     parent: BorrowedFd<'_>,
     lock_name: &OsStr,
     record: &[u8],
-) -> Result<(OsString, Published, OwnedFd), PublishError> {
+) -> Result<Stage, PublishError> {
     crate::sys::faults::check("publish.stage")
         .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
     let staging = staging_name(lock_name);
     fs::mkdirat(parent, &staging, DIR_MODE).map_err(PublishError::Os)?;
-    match stage(parent, &staging, record) {
-        Ok((published, info)) => Ok((staging, published, info)),
-        Err(error) => {
+    match stage(parent, staging, record) {
+        Ok(stage) => Ok(stage),
+        Err((staging, error)) => {
             remove_staging(parent, &staging, None);
             Err(error)
         }
@@ -257,32 +280,89 @@ fn stage_new(
 }
 
 /// Writes the record into the staging directory `staging` (already
-/// created) with explicit modes; returns the directory and the record, open.
+/// created), with exact modes.
+///
+/// The modes: the umask (even 0777) must neither weaken nor lock us out,
+/// so each mode is made exact with `fchmod` — but only where the `fstat`
+/// the publication needs anyway shows it is not (with the common umasks it
+/// is: they take no owner bits). The two steps a stripped owner mode can
+/// refuse (opening the directory without owner `r`, creating the record in
+/// it without owner `w` or `x`) are retried after setting its mode.
 fn stage(
     parent: BorrowedFd<'_>,
-    staging: &OsStr,
+    staging: OsString,
     record: &[u8],
-) -> Result<(Published, OwnedFd), PublishError> {
-    let dir = fsx::open_child_dir(parent, staging).map_err(PublishError::Os)?;
-    hold_while_unwritten(dir.as_fd())?;
-    crate::sys::faults::pause("publish.unwritten", staging);
-    // Explicit modes: the umask (even 0777) must not weaken or lock us out.
-    fs::fchmod(&dir, DIR_MODE).map_err(PublishError::Os)?;
-    let info = fs::openat(
-        &dir,
-        INFO_NAME,
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        INFO_MODE,
-    )
-    .map_err(PublishError::Os)?;
-    fs::fchmod(&info, INFO_MODE).map_err(PublishError::Os)?;
-    write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
-    // The record speaks for its owner now (pid, start, boot, pid
-    // namespace): the `flock` has done its work, and a published lock must
-    // not be left locked.
-    let _ = fs::flock(&dir, FlockOperation::Unlock);
-    let published = Published::of(dir, info.as_fd(), record).map_err(PublishError::Os)?;
-    Ok((published, info))
+) -> Result<Stage, (OsString, PublishError)> {
+    let fail = |errno: Errno| PublishError::Os(errno);
+    let staged = (|| {
+        let dir = match fsx::open_child_dir(parent, &staging) {
+            // A umask that takes the owner's `r` (0777) leaves our new
+            // directory unreadable, so it cannot be opened to `fchmod` it:
+            // its mode is set by name. `chmodat` follows a symlink, but it
+            // changes only what this user owns, which any process of this
+            // user could change itself: a swap of our (unpredictable) name
+            // gains nobody anything, and what is opened next is opened
+            // no-follow and checked by identity when it is published.
+            Err(Errno::ACCESS) => {
+                fs::chmodat(parent, &staging, DIR_MODE, AtFlags::empty()).map_err(fail)?;
+                fsx::open_child_dir(parent, &staging)
+            }
+            opened => opened,
+        }
+        .map_err(fail)?;
+        hold_while_unwritten(dir.as_fd())?;
+        crate::sys::faults::pause("publish.unwritten", &staging);
+        let create = || {
+            fs::openat(
+                &dir,
+                INFO_NAME,
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                INFO_MODE,
+            )
+        };
+        let info = match create() {
+            Err(Errno::ACCESS) => {
+                fs::fchmod(&dir, DIR_MODE).map_err(fail)?;
+                create()
+            }
+            created => created,
+        }
+        .map_err(fail)?;
+        write_all(info.as_fd(), record, 0).map_err(fail)?;
+        // The record speaks for its owner now (pid, start, boot, pid
+        // namespace): the `flock` has done its work, and a published lock
+        // must not be left locked.
+        let _ = fs::flock(&dir, FlockOperation::Unlock);
+        let info_stat = with_mode(info.as_fd(), INFO_MODE).map_err(fail)?;
+        let root_stat = with_mode(dir.as_fd(), DIR_MODE).map_err(fail)?;
+        let tree = TreeSnapshot::of_single_file(&root_stat, INFO_NAME, &info_stat, record);
+        Ok((dir, tree, root_stat, info))
+    })();
+    match staged {
+        Ok((root, tree, root_stat, info)) => Ok(Stage {
+            name: staging,
+            published: Published {
+                root,
+                tree,
+                root_published: None,
+            },
+            root_stat,
+            info,
+        }),
+        Err(error) => Err((staging, error)),
+    }
+}
+
+/// The `fstat` of `fd` once its permission bits are exactly `mode`: one
+/// `fstat` when they are, an `fchmod` and a second `fstat` (the `fchmod`
+/// changed its ctime) when they are not.
+fn with_mode(fd: BorrowedFd<'_>, mode: Mode) -> Result<Stat, Errno> {
+    let stat = fs::fstat(fd)?;
+    if Mode::from_raw_mode(stat.st_mode) & Mode::from_raw_mode(0o7777) == mode {
+        return Ok(stat);
+    }
+    fs::fchmod(fd, mode)?;
+    fs::fstat(fd)
 }
 
 /// Takes the `flock` of a staging directory we just made, held until its
@@ -356,13 +436,13 @@ impl Staged {
         let parent = rustix::io::fcntl_dupfd_cloexec(parent, 0).map_err(PublishError::Os)?;
         let parent_stat = fs::fstat(&parent).map_err(PublishError::Os)?;
         let parent_id = (fsx::dev_of(&parent_stat), fsx::ino_of(&parent_stat));
-        let (name, published, info) = stage_new(parent.as_fd(), lock_name, record)?;
+        let stage = stage_new(parent.as_fd(), lock_name, record)?;
         Ok(Staged {
             parent,
             parent_id,
-            name,
-            root: Some(published.root),
-            info: Some(info),
+            name: stage.name,
+            root: Some(stage.published.root),
+            info: Some(stage.info),
             len: record.len(),
         })
     }
@@ -384,20 +464,25 @@ impl Staged {
         lock_name: &OsStr,
         record: &[u8],
     ) -> Result<StagedPublication, PublishError> {
-        let Some(tree) = self.renew(record)? else {
+        let Some((tree, root_stat)) = self.renew(record)? else {
             return Ok(StagedPublication::Lost);
         };
         crate::sys::faults::check("publish.rename")
             .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
-        let outcome = rename::rename_no_replace_at(
+        let (outcome, seen) = rename::rename_held_no_replace_at(
             self.parent.as_fd(),
             &self.name,
+            &root_stat,
             self.parent.as_fd(),
             lock_name,
         );
         if outcome.ok {
             let root = self.root.take().expect("published once");
-            return Ok(StagedPublication::Published(Published { root, tree }));
+            return Ok(StagedPublication::Published(Published {
+                root,
+                tree,
+                root_published: seen.as_ref().map(TreeEntry::of_root),
+            }));
         }
         if outcome.refused_with(rename::Refusal::DestinationExists) {
             Ok(StagedPublication::Contended)
@@ -413,7 +498,7 @@ impl Staged {
     /// Writes `record` over the staged one and snapshots the tree as it
     /// will be published; `None` if the staging name is no longer our
     /// directory.
-    fn renew(&mut self, record: &[u8]) -> Result<Option<TreeSnapshot>, PublishError> {
+    fn renew(&mut self, record: &[u8]) -> Result<Option<(TreeSnapshot, Stat)>, PublishError> {
         debug_assert_eq!(record.len(), self.len);
         let (Some(root), Some(info)) = (self.root.as_ref(), self.info.as_ref()) else {
             return Ok(None);
@@ -422,20 +507,21 @@ impl Staged {
         // Observed before the rename, which changes neither inode's
         // identity nor the record's times: once the name is ours, nothing
         // can fail before the lock is recorded as held.
+        let root_stat = fs::fstat(root).map_err(PublishError::Os)?;
         let tree = TreeSnapshot::of_single_file(
-            &fs::fstat(root).map_err(PublishError::Os)?,
+            &root_stat,
             INFO_NAME,
             &fs::fstat(info).map_err(PublishError::Os)?,
             record,
         );
         // The staging name must still be our directory: it waited in a
         // shared directory for as long as the lock was held, and whatever
-        // the rename moves becomes the lock. (The rename itself pins its
-        // source, so nothing can be swapped in after this look.)
+        // the rename moves becomes the lock. (A swap after this look is
+        // caught by the rename's own check of what it published.)
         let still_ours = fsx::stat_nofollow(self.parent.as_fd(), &self.name).is_ok_and(|now| {
             (fsx::dev_of(&now), fsx::ino_of(&now)) == (tree.root_dev, tree.root_ino)
         });
-        Ok(still_ours.then_some(tree))
+        Ok(still_ours.then_some((tree, root_stat)))
     }
 
     /// Publishes past a client cache that still shows a lock the server no
@@ -456,7 +542,7 @@ impl Staged {
         lock_name: &OsStr,
         record: &[u8],
     ) -> Result<PastCache, PublishError> {
-        let Some(tree) = self.renew(record)? else {
+        let Some((tree, _)) = self.renew(record)? else {
             return Ok(PastCache::Lost);
         };
         match volume::on_server(self.parent.as_fd(), lock_name, &self.name) {
@@ -492,7 +578,13 @@ impl Staged {
             return Ok(PastCache::Lost);
         }
         let root = self.root.take().expect("staged until published");
-        Ok(PastCache::Published(Published { root, tree }))
+        // No state of the directory is kept: on a network filesystem a
+        // release lists it (see `release::holds_only_the_record`).
+        Ok(PastCache::Published(Published {
+            root,
+            tree,
+            root_published: None,
+        }))
     }
 }
 
@@ -790,7 +882,7 @@ mod tests {
         fs::mkdirat(&parent, staging, DIR_MODE).unwrap();
         let reaper = fsx::open_child_dir(parent.as_fd(), staging).unwrap();
         fs::flock(&reaper, FlockOperation::NonBlockingLockExclusive).unwrap();
-        let Err(PublishError::Os(errno)) = stage(parent.as_fd(), staging, b"{}") else {
+        let Err((_, PublishError::Os(errno))) = stage(parent.as_fd(), staging.into(), b"{}") else {
             panic!("staged into a directory a reaper holds");
         };
         assert_eq!(errno, Errno::NOENT);

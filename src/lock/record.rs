@@ -72,7 +72,7 @@ impl OwnerRecord {
                 .is_none_or(|id| id.len() <= MAX_HOST_ID_BYTES)
         );
         OwnerRecord {
-            pid: f64::from(std::process::id()),
+            pid: f64::from(crate::sys::unique::own_pid()),
             start_time: Some(this.start_time.clone()),
             start_time_format: Some(CANONICAL_START_TIME_FORMAT.to_string()),
             process_incarnation: this.start_ticks.and_then(incarnation_of_ticks),

@@ -17,7 +17,7 @@ use rustix::fs::{self, AtFlags, FlockOperation};
 use crate::fs::caps;
 use crate::fs::fsx;
 use crate::fs::rename;
-use crate::fs::tree::{self, TreeSnapshot, sha256_hex};
+use crate::fs::tree::{self, TreeEntry, TreeSnapshot, sha256_hex};
 use crate::lock::fastpath;
 use crate::lock::identity::{INFO_NAME, info_entry};
 use crate::lock::table::{self, BeginRelease, Generation, LockKey};
@@ -221,6 +221,7 @@ pub fn retry_pending(key: &LockKey) {
 /// when it is exactly as published, else by looking at it afresh and
 /// removing it only if it is still our generation.
 pub fn remove_generation(generation: &Generation) -> Result<(), Removal> {
+    crate::sys::trace::stamp("release: the native release begins");
     crate::sys::faults::pause("release", &generation.lock_name);
     crate::sys::faults::check("release.snapshot").map_err(Removal::Transient)?;
     crate::sys::faults::check("release.remove").map_err(Removal::Transient)?;
@@ -271,17 +272,20 @@ fn stat_root(parent: BorrowedFd<'_>, name: &OsStr) -> Option<(u64, u64)> {
 /// with the same size, mtime and ctime as right after we wrote it: the
 /// kernel stamps ctime on every change to an inode and nobody can set it
 /// back, so an equal ctime proves the bytes unchanged. The directory holds
-/// nothing else (listed before the detach; `rmdir` refuses if something
-/// appears later). Reclaimers take turns on the root's `flock`, and the
-/// name is checked again after the detach, so nothing that took the name
-/// meanwhile is ever removed: it is put back.
+/// nothing else: on a local filesystem its own `fstat` shows it (an entry
+/// added, removed or renamed inside stamps the directory's mtime and
+/// ctime, which are compared with what the publication's check saw), and
+/// elsewhere, or when they moved, it is listed; `rmdir` refuses if
+/// something appears later. Reclaimers take turns on the root's `flock`,
+/// and the name is checked again after the detach, so nothing that took
+/// the name meanwhile is ever removed: it is put back.
 fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     let parent = generation.parent.as_fd();
     let root = generation.root.as_fd();
     let published = &generation.published;
     let name = &generation.lock_name;
     let removing = tree::quarantine_name(name);
-    if !(published.files_look_unchanged(root) && published.names_unchanged(root)) {
+    if !(published.files_look_unchanged(root) && holds_only_the_record(generation)) {
         return None;
     }
     match fs::flock(root, FlockOperation::NonBlockingLockExclusive) {
@@ -307,6 +311,7 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     if !rename::exclusive_rename_dir_at(caps, dev, parent, name, parent, &removing) {
         return hand_over();
     }
+    crate::sys::trace::stamp("release: the name freed");
     let detached_ours = stat_root(parent, &removing)
         .is_some_and(|seen| is_our_root(&seen, generation))
         && published.files_look_unchanged(root);
@@ -325,10 +330,25 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     }
     // Our record is gone and the name is free: released. If `rmdir` is
     // refused, what is left in the directory was put there by someone
-    // else; it stays where it is, under our quarantine name (kept by the
-    // debris rules: its content is not a lock's).
+    // else after our look; it stays where it is, under our quarantine name
+    // (kept by the debris rules: its content is not a lock's).
     let _ = fsx::remove_dir_settled(parent, &removing, root, &mut fsx::FuseSettle::new());
     Some(Ok(()))
+}
+
+/// Whether the generation's directory still holds nothing but its record.
+/// One `fstat` where the directory's state after publication is known
+/// ([`Generation::root_published`]) and the filesystem is local (a network
+/// client may answer from a stale attribute cache); a listing otherwise,
+/// or when its state moved (a `chmod`, a coarse clock, an entry come and
+/// gone), since only the listing tells what it holds.
+fn holds_only_the_record(generation: &Generation) -> bool {
+    let root = generation.root.as_fd();
+    let untouched = generation.root_published.as_ref().is_some_and(|published| {
+        fastpath::may_inline(&generation.parent_path)
+            && fs::fstat(root).is_ok_and(|now| published.same_state_as(&TreeEntry::of_root(&now)))
+    });
+    untouched || generation.published.names_unchanged(root)
 }
 
 /// Removes the generation's lock if it is exactly `expected`.
@@ -390,6 +410,45 @@ mod tests {
             FirstAttempt::Done(Err(ReleaseError::Unknown))
         );
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_entry_put_into_our_lock_while_held_makes_it_not_ours_and_it_stays() {
+        // The directory's own state shows the entry (one `fstat`), and the
+        // general path refuses a tree that is not exactly the published one.
+        for (kind, make) in [
+            (
+                "file",
+                (|lock: &std::path::Path| std::fs::write(lock.join("note"), b"x").unwrap())
+                    as fn(&std::path::Path),
+            ),
+            ("directory", |lock| {
+                std::fs::create_dir(lock.join("sub")).unwrap()
+            }),
+            ("entry come and gone", |lock| {
+                std::fs::write(lock.join("gone"), b"x").unwrap();
+                std::fs::remove_file(lock.join("gone")).unwrap();
+            }),
+        ] {
+            let dir = tempdir("gained");
+            let id = acquire_free(&dir);
+            let lock = dir.join("f.lock");
+            let before = std::fs::metadata(&lock).unwrap();
+            make(&lock);
+            let outcome = release_first_attempt(id);
+            if kind == "entry come and gone" {
+                // Its state moved, so it was listed: only the record, ours.
+                assert_eq!(outcome, FirstAttempt::Done(Ok(())), "{kind}");
+                assert_eq!(listing(&dir), Vec::<String>::new(), "{kind}");
+            } else {
+                assert_eq!(outcome, FirstAttempt::Continue, "{kind}");
+                assert_eq!(listing(&dir), ["f.lock"], "{kind}");
+                use std::os::unix::fs::MetadataExt;
+                assert_eq!(std::fs::metadata(&lock).unwrap().ino(), before.ino());
+                table::forget(id);
+            }
+            std::fs::remove_dir_all(dir).unwrap();
+        }
     }
 
     #[test]

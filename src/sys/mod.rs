@@ -12,4 +12,6 @@ pub mod incarnation;
 pub mod lstart;
 pub mod platform;
 pub mod process;
+pub mod trace;
+pub mod unique;
 pub mod wait;

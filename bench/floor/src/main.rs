@@ -181,27 +181,6 @@ impl Ctx {
         (parent, link)
     }
 
-    /// The start of every attempt of the code in this tree: the owner token
-    /// (getrandom), the parent opened (O_PATH; created only when missing)
-    /// and its key (statx: device, inode, birth time).
-    fn open_parent_identified(&mut self, token: &mut [u8; 16]) -> OwnedFd {
-        sys!(
-            self,
-            rustix::rand::getrandom(token, rustix::rand::GetRandomFlags::empty()).unwrap()
-        );
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let parent = sys!(
-            self,
-            fs::open(self.parent_path.as_str(), flags, Mode::empty()).unwrap()
-        );
-        let mask = fs::StatxFlags::INO | fs::StatxFlags::BTIME;
-        sys!(
-            self,
-            fs::statx(&parent, "", AtFlags::EMPTY_PATH, mask).unwrap()
-        );
-        parent
-    }
-
     /// The cycle before the issue-4 hot-path changes (85 syscalls, with two
     /// reads of the inotify events the dispatcher task makes).
     fn cycle_v0(&mut self) {
@@ -285,38 +264,62 @@ impl Ctx {
         self.calls += 2;
     }
 
-    /// The cycle of the code in this tree (39 syscalls, all on the calling
-    /// thread: the first attempt and the first release attempt run inline).
+    /// The cycle of the code in this tree (25 syscalls, all on the calling
+    /// thread: the first attempt and the first release attempt run inline;
+    /// bench/CYCLE.md lists them with why).
     fn cycle_current(&mut self) {
-        let mut token = [0u8; 16];
-        let parent = self.open_parent_identified(&mut token);
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let parent = sys!(
+            self,
+            fs::open(self.parent_path.as_str(), flags, Mode::empty()).unwrap()
+        );
         let p = parent.as_fd();
-        sys!(self, std::hint::black_box(rustix::process::getpid()));
+        let mask = fs::StatxFlags::INO | fs::StatxFlags::BTIME;
+        sys!(self, fs::statx(p, "", AtFlags::EMPTY_PATH, mask).unwrap());
         // Look before leaping: the lock name is free.
         assert!(sys!(self, fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW)).is_err());
-        sys!(self, std::hint::black_box(rustix::process::getpid()));
-        sys!(
-            self,
-            rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap()
-        );
-        // publish: staging dir, record, the published tree's two fstats.
+        // publish: staging dir held under its flock while the record is
+        // written, the two fstats (modes exact: no fchmod), the rename from
+        // the held descriptor and its check.
         let staging = self.staging();
-        let root = self.write_staging_kept(p, &staging);
-        self.rename_pinned(p, &staging);
-
-        // release as published: record unchanged, only entry, flock turn,
-        // name still ours, detach to a fresh quarantine name (getrandom for
-        // its uuid), re-check, unlink, rmdir.
-        sys!(self, std::hint::black_box(rustix::process::getpid()));
         sys!(
             self,
-            rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()).unwrap()
+            fs::mkdirat(p, staging.as_str(), Mode::from_raw_mode(0o700)).unwrap()
         );
+        let root = sys!(
+            self,
+            fs::openat(p, staging.as_str(), DIR_FLAGS, Mode::empty()).unwrap()
+        );
+        sys!(
+            self,
+            fs::flock(&root, fs::FlockOperation::NonBlockingLockExclusive).unwrap()
+        );
+        let create =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let info = sys!(
+            self,
+            fs::openat(&root, INFO, create, Mode::from_raw_mode(0o600)).unwrap()
+        );
+        sys!(self, rustix::io::pwrite(&info, RECORD, 0).unwrap());
+        sys!(self, fs::flock(&root, fs::FlockOperation::Unlock).unwrap());
+        sys!(self, fs::fstat(&info).unwrap());
+        sys!(self, fs::fstat(&root).unwrap());
+        drop(info);
+        self.calls += 1;
+        self.exclusive_rename(p, &staging, "f.lock");
+        sys!(
+            self,
+            fs::statat(p, c"f.lock", AtFlags::SYMLINK_NOFOLLOW).unwrap()
+        );
+
+        // release as published: record unchanged, the directory's own
+        // state unchanged (no listing), flock turn, name still ours,
+        // detach, re-check name and record, unlink, rmdir.
         sys!(
             self,
             fs::statat(&root, INFO, AtFlags::SYMLINK_NOFOLLOW).unwrap()
         );
-        self.list_read_from(root.as_fd());
+        sys!(self, fs::fstat(&root).unwrap());
         sys!(
             self,
             fs::flock(&root, fs::FlockOperation::NonBlockingLockExclusive).unwrap()
@@ -339,20 +342,6 @@ impl Ctx {
         drop(parent);
         drop(root);
         self.calls += 2;
-    }
-
-    /// The staging of `publish`: mkdirat, openat, fchmod, then the record
-    /// (openat O_EXCL, fchmod, pwrite), fstat of both, close of the record;
-    /// the directory stays open (the held lock pins it).
-    fn write_staging_kept(&mut self, parent: BorrowedFd<'_>, staging: &str) -> OwnedFd {
-        let dir = self.make_staging(parent, staging);
-        let info = self.create_info(dir.as_fd());
-        sys!(self, rustix::io::pwrite(&info, RECORD, 0).unwrap());
-        sys!(self, fs::fstat(&dir).unwrap());
-        sys!(self, fs::fstat(&info).unwrap());
-        drop(info);
-        self.calls += 1;
-        dir
     }
 
     /// `rmdir` as exactlock makes it (`fsx::remove_dir_settled`): on a FUSE

@@ -1,0 +1,145 @@
+// Where a hand-off's time goes: `npm run bench:handoff [-- --handoffs N]`.
+//
+// This process holds the lock; a child waits for it (default options, its record staged and its
+// thread asleep on the kernel's events) and is handed it when this process releases. Both load
+// the native module with EXACTLOCK_TRACE=handoff, which stamps each step of the hand-off on
+// CLOCK_MONOTONIC, in memory (src/sys/trace.rs); the JavaScript ends are stamped with
+// process.hrtime.bigint(), the same clock. Per hand-off:
+//
+//   release() called           → the native release begins       (releaser: JavaScript to native)
+//   the native release begins  → the name freed                  (releaser: its syscalls up to the detach)
+//   the name freed             → the waiter woken                (the kernel's inotify wake-up of the waiting thread)
+//   the waiter woken           → published                       (the waiter's attempt: its syscalls, the rename)
+//   published                  → the promise resolved            (the in-process table, the result)
+//   the promise resolved       → onAcquired runs                 (the hop to the JavaScript thread, the facade)
+//
+// Prints the p50 and p90 of each step and of the whole, then the same hand-off measured without
+// tracing (a second child, the switch off) for comparison. Timing is noisy on shared machines: read
+// the p50s, and compare runs made on the same machine.
+import { fork } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const dist = path.join(here, "..", "dist");
+const argv = process.argv.slice(2);
+const handoffsAt = argv.indexOf("--handoffs");
+const HANDOFFS = handoffsAt >= 0 ? Number(argv[handoffsAt + 1]) : 50;
+const role = process.env.EXACTLOCK_HANDOFF_ROLE;
+
+const { acquireLock } = await import(path.join(dist, "index.js"));
+const { native } = await import(path.join(dist, "native.js"));
+const now = () => process.hrtime.bigint();
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+if (role === "waiter") {
+  const file = process.env.EXACTLOCK_HANDOFF_FILE;
+  process.on("message", async (message) => {
+    if (message === "exit") process.exit(0);
+    native.takeTraceForTesting();
+    let onAcquiredAt = 0n;
+    const acquiring = acquireLock(file, { onAcquired: () => void (onAcquiredAt = now()) });
+    process.send({ type: "waiting" });
+    const release = await acquiring;
+    const trace = native.takeTraceForTesting();
+    await release();
+    process.send({ type: "acquired", onAcquiredAt: String(onAcquiredAt), trace });
+  });
+  process.send({ type: "ready" });
+} else {
+  await main();
+}
+
+function child(file, traced) {
+  const env = { ...process.env, EXACTLOCK_HANDOFF_ROLE: "waiter", EXACTLOCK_HANDOFF_FILE: file };
+  if (traced) env.EXACTLOCK_TRACE = "handoff";
+  else delete env.EXACTLOCK_TRACE;
+  const proc = fork(fileURLToPath(import.meta.url), [], { env, stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const queue = [];
+  const takers = [];
+  proc.on("message", (m) => (takers.length ? takers.shift()(m) : queue.push(m)));
+  const next = () => new Promise((resolve) => (queue.length ? resolve(queue.shift()) : takers.push(resolve)));
+  return { proc, next };
+}
+
+/** The last stamp of `step` at or before `until` (or the last at all). */
+function stampOf(trace, step, until = Infinity) {
+  const found = trace.filter((s) => s.step === step && Number(BigInt(s.ns)) <= until).map((s) => BigInt(s.ns));
+  if (found.length === 0) throw new Error(`no stamp "${step}" in ${JSON.stringify(trace)}`);
+  return found[found.length - 1];
+}
+
+async function handoffs(file, traced) {
+  const waiter = child(file, traced);
+  await waiter.next();
+  const rows = [];
+  for (let i = 0; i < HANDOFFS; i++) {
+    const release = await acquireLock(file);
+    waiter.proc.send("go");
+    await waiter.next();
+    await sleep(30 + Math.random() * 40);
+    native.takeTraceForTesting();
+    const releasedAt = now();
+    await release();
+    const ours = native.takeTraceForTesting();
+    const got = await waiter.next();
+    const onAcquired = BigInt(got.onAcquiredAt);
+    if (!traced) {
+      rows.push({ total: onAcquired - releasedAt });
+      continue;
+    }
+    const begins = stampOf(ours, "release: the native release begins");
+    const freed = stampOf(ours, "release: the name freed");
+    const published = stampOf(got.trace, "waiter: published");
+    const woken = stampOf(got.trace, "waiter: woken", Number(published));
+    const resolved = stampOf(got.trace, "waiter: the promise resolved from its thread");
+    rows.push({
+      "release() called → the native release begins": begins - releasedAt,
+      "the native release begins → the name freed": freed - begins,
+      "the name freed → the waiter woken": woken - freed,
+      "the waiter woken → published": published - woken,
+      "published → the promise resolved": resolved - published,
+      "the promise resolved → onAcquired runs": onAcquired - resolved,
+      total: onAcquired - releasedAt,
+    });
+  }
+  waiter.proc.send("exit");
+  await new Promise((resolve) => waiter.proc.on("exit", resolve));
+  return rows;
+}
+
+function quantile(values, q) {
+  const sorted = [...values].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+}
+const us = (ns) => `${(Number(ns) / 1000).toFixed(0).padStart(6)} µs`;
+
+async function main() {
+  if (process.env.EXACTLOCK_TRACE !== "handoff") {
+    // The switch is read once, when the native module loads: run again with it set.
+    const again = fork(fileURLToPath(import.meta.url), argv, { env: { ...process.env, EXACTLOCK_TRACE: "handoff" }, stdio: "inherit" });
+    again.on("exit", (code) => process.exit(code ?? 1));
+    return;
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-handoff-"));
+  const file = path.join(dir, "state.json");
+  try {
+    console.log(`exactlock hand-off breakdown: ${HANDOFFS} hand-offs, holder keeps the lock 30-70 ms after the waiter asked`);
+    console.log(`  node ${process.version}, ${os.cpus().length} CPUs, loadavg ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}, ${dir}`);
+    const traced = await handoffs(file, true);
+    const plain = await handoffs(file, false);
+    const steps = Object.keys(traced[0]);
+    const width = Math.max(...steps.map((s) => s.length));
+    console.log(`  ${"step".padEnd(width)}        p50        p90`);
+    for (const step of steps) {
+      const values = traced.map((row) => row[step]);
+      console.log(`  ${step.padEnd(width)}  ${us(quantile(values, 0.5))}  ${us(quantile(values, 0.9))}`);
+    }
+    const totals = plain.map((row) => row.total);
+    console.log(`  ${"total, tracing off".padEnd(width)}  ${us(quantile(totals, 0.5))}  ${us(quantile(totals, 0.9))}`);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
