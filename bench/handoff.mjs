@@ -114,7 +114,9 @@ function quantile(values, q) {
   const sorted = [...values].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 }
-const us = (ns) => `${(Number(ns) / 1000).toFixed(0).padStart(6)} µs`;
+function us(ns) {
+  return `${(Number(ns) / 1000).toFixed(0).padStart(6)} µs`;
+}
 
 async function main() {
   if (process.env.EXACTLOCK_TRACE !== "handoff") {

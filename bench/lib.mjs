@@ -111,10 +111,50 @@ export async function adapter(name) {
       },
     };
   }
+  if (name === SPIN) {
+    // The naive lock many programs write by hand: mkdir until it succeeds,
+    // trying again on the next turn of the event loop (it spins, burning a
+    // CPU while it waits); rmdir to release. No owner record, so no
+    // recovery from a crashed holder: it is not run in (d) or (e).
+    const fsp = await import("node:fs/promises");
+    const lockDir = async (lockPath) => {
+      for (;;) {
+        try {
+          return await fsp.mkdir(lockPath);
+        } catch (error) {
+          if (error.code !== "EEXIST") throw error;
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+      }
+    };
+    return {
+      name,
+      lockPathOf: (file) => `${file}.lock`,
+      async acquire(file, scenario, stamp) {
+        const lockPath = `${file}.lock`;
+        await lockDir(lockPath);
+        if (stamp) stamp();
+        return () => fsp.rmdir(lockPath);
+      },
+      async withLock(file, fn) {
+        const lockPath = `${file}.lock`;
+        await lockDir(lockPath);
+        try {
+          return await fn();
+        } finally {
+          await fsp.rmdir(lockPath);
+        }
+      },
+    };
+  }
   throw new Error(`unknown library ${name}`);
 }
 
 export const LIBRARIES = ["exactlock", "proper-lockfile", "lockfile"];
+/** The naive baseline: mkdir/rmdir, spinning while it waits. */
+export const SPIN = "mkdir spin";
+/** What (a), (b) and (c) compare: the libraries and the naive baseline. */
+export const BASELINES = [...LIBRARIES, SPIN];
 
 /** Nearest-rank percentile of an ascending array. */
 export function percentile(sorted, p) {

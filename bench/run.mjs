@@ -16,6 +16,8 @@ import {
   LF_POLL,
   LF_STALE,
   LIBRARIES,
+  BASELINES,
+  SPIN,
   PL_RETRIES,
   PL_STALE,
   adapter,
@@ -132,7 +134,7 @@ const freshDir = (tag) => {
 };
 
 const libs = {};
-for (const name of LIBRARIES) libs[name] = await adapter(name);
+for (const name of BASELINES) libs[name] = await adapter(name);
 const { waitPidExitNs } = await import(path.join(root, "dist", "testing.js"));
 
 const wants = (id) => !only || only.has(id);
@@ -167,11 +169,12 @@ async function uncontended() {
   const per = Math.ceil(cycles / rounds);
   log(`(a) uncontended acquire+release, ${per * rounds} cycles each after ${warmup} warm-up, interleaved in ${rounds} rounds`);
   log(`    exactlock: withFileLock(file, async () => {}) with default options; proper-lockfile: lock()+release()`);
-  log(`    (defaults, realpath on, file exists); lockfile: lock()+unlock() (defaults); floor: bench/floor (Rust)`);
+  log(`    (defaults, realpath on, file exists); lockfile: lock()+unlock() (defaults); ${SPIN}: fs.promises mkdir+rmdir;`);
+  log(`    floor: bench/floor (Rust)`);
   const floorBin = buildFloor();
   const dir = freshDir("uncontended");
   const files = {};
-  for (const name of LIBRARIES) {
+  for (const name of BASELINES) {
     files[name] = path.join(dir, `${name}.json`);
     fs.writeFileSync(files[name], "{}");
   }
@@ -179,14 +182,15 @@ async function uncontended() {
     exactlock: (f) => libs.exactlock.withLock(f, async () => {}),
     "proper-lockfile": async (f) => (await libs["proper-lockfile"].acquire(f, "uncontended"))(),
     lockfile: async (f) => (await libs.lockfile.acquire(f, "uncontended"))(),
+    [SPIN]: (f) => libs[SPIN].withLock(f, async () => {}),
   };
-  const samples = Object.fromEntries(LIBRARIES.map((n) => [n, []]));
+  const samples = Object.fromEntries(BASELINES.map((n) => [n, []]));
   const floor = { current: [], v0: [], format: [] };
   let syscalls = {};
   let claimed = "";
-  for (const name of LIBRARIES) for (let i = 0; i < warmup; i++) await cycle[name](files[name]);
+  for (const name of BASELINES) for (let i = 0; i < warmup; i++) await cycle[name](files[name]);
   for (let r = 0; r < rounds; r++) {
-    for (const name of LIBRARIES) {
+    for (const name of BASELINES) {
       const f = files[name];
       const run = cycle[name];
       for (let i = 0; i < per; i++) {
@@ -204,14 +208,14 @@ async function uncontended() {
       }
     }
   }
-  const stats = Object.fromEntries(LIBRARIES.map((n) => [n, summary(samples[n])]));
+  const stats = Object.fromEntries(BASELINES.map((n) => [n, summary(samples[n])]));
   const floorStats = floorBin ? Object.fromEntries(Object.keys(floor).map((p) => [p, summary(floor[p])])) : {};
   const ex = stats.exactlock;
   const rows = [];
   if (floorBin) {
     rows.push([`floor: exactlock's ${syscalls.current} syscalls${claimed}`, us(floorStats.current.median), us(floorStats.current.p99), ratio(ex.median, floorStats.current.median)]);
   }
-  for (const name of LIBRARIES) rows.push([name, us(stats[name].median), us(stats[name].p99), ratio(ex.median, stats[name].median)]);
+  for (const name of BASELINES) rows.push([name, us(stats[name].median), us(stats[name].p99), ratio(ex.median, stats[name].median)]);
   if (floorBin) {
     rows.push([`ref: format minimum (${syscalls.format} syscalls)`, us(floorStats.format.median), us(floorStats.format.p99), ratio(ex.median, floorStats.format.median)]);
     rows.push([`ref: floor of the v0 list (${syscalls.v0} syscalls)`, us(floorStats.v0.median), us(floorStats.v0.p99), ratio(ex.median, floorStats.v0.median)]);
@@ -219,7 +223,7 @@ async function uncontended() {
   log(table(rows, ["", "median", "p99", "exactlock ÷ row (median)"]));
   const pl = stats["proper-lockfile"];
   const lf = stats.lockfile;
-  log(`    exactlock/floor ${ratio(ex.median, floorStats.current?.median)}; proper-lockfile is ${ratio(pl.median, ex.median)} exactlock's median, lockfile ${ratio(lf.median, ex.median)}`);
+  log(`    exactlock/floor ${ratio(ex.median, floorStats.current?.median)}; proper-lockfile is ${ratio(pl.median, ex.median)} exactlock's median, lockfile ${ratio(lf.median, ex.median)}, ${SPIN} ${ratio(stats[SPIN].median, ex.median)}`);
   log("");
   results.scenarios.uncontended = { stats, floor: floorStats, floorSyscalls: syscalls };
 }
@@ -276,7 +280,7 @@ async function contended() {
   log(`    exactlock defaults; proper-lockfile retries ${JSON.stringify(PL_RETRIES)}; lockfile wait 60 s, pollPeriod ${LF_POLL}`);
   const rows = [];
   const out = {};
-  for (const name of LIBRARIES) {
+  for (const name of BASELINES) {
     const dir = freshDir(`counter-${name}`);
     const file = path.join(dir, "counter");
     fs.writeFileSync(file, "0");
@@ -314,11 +318,11 @@ async function contended() {
   log(`    section: read+write of the counter under the lock; gap: from the end of one section to the start of`);
   log(`    the next (release, hand-over, acquisition); same process: the next section ran in the process that just released.`);
   const ex = out.exactlock.perSecond;
-  log(`    exactlock sections/s vs proper-lockfile ${ratio(ex, out["proper-lockfile"].perSecond)}, vs lockfile ${ratio(ex, out.lockfile.perSecond)}`);
+  log(`    exactlock sections/s vs proper-lockfile ${ratio(ex, out["proper-lockfile"].perSecond)}, vs lockfile ${ratio(ex, out.lockfile.perSecond)}, vs ${SPIN} ${ratio(ex, out[SPIN].perSecond)}`);
   log(`    fairness, per process: sections done in all and by the time the first process had done all ${sections} of its own`);
   log(`    (while every process was still asking), and the wait from asking for the lock to holding it:`);
   const fairRows = [];
-  for (const name of LIBRARIES) {
+  for (const name of BASELINES) {
     out[name].fairness.forEach((f, i) => {
       fairRows.push([
         i === 0 ? name : "",
@@ -345,7 +349,7 @@ async function handoff() {
   log(`    holder keeps the lock 30-70 ms after the waiter started waiting.`);
   const rows = [];
   const out = {};
-  for (const name of LIBRARIES) {
+  for (const name of BASELINES) {
     const lib = libs[name];
     const dir = freshDir(`handoff-${name}`);
     const file = path.join(dir, "state.json");
@@ -382,7 +386,14 @@ async function handoff() {
   }
   log(table(rows, ["", "p50", "p99", "max", "p50 from release resolved", "errors"]));
   const ex = out.exactlock.median;
-  log(`    exactlock p50 vs proper-lockfile ${ratio(ex, out["proper-lockfile"].median)}, vs lockfile ${ratio(ex, out.lockfile.median)}`);
+  log(`    exactlock p50 vs proper-lockfile ${ratio(ex, out["proper-lockfile"].median)}, vs lockfile ${ratio(ex, out.lockfile.median)}, vs ${SPIN} ${ratio(ex, out[SPIN].median)}`);
+  const floorBin = buildFloor();
+  if (floorBin) {
+    const wake = JSON.parse(execFileSync(floorBin, [freshDir("floor-wake"), "300", "30", "wake"], { encoding: "utf8" }));
+    out.kernelFloor = wake;
+    log(`    the kernel's part (bench/floor wake, threads of one process): a rename to the inotify waiter woken`);
+    log(`    ${wake.rename_to_waiter_us.toFixed(0)} µs, that thread to another sleeping in poll ${wake.waiter_to_thread_us.toFixed(0)} µs (p50); where exactlock's goes: npm run bench:handoff`);
+  }
   log("");
   results.scenarios.handoff = out;
 }

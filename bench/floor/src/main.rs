@@ -468,6 +468,10 @@ fn main() {
         Mode::empty(),
     )
     .unwrap();
+    if plan == "wake" {
+        wake_floor(dir, iterations, warmup);
+        return;
+    }
     let run = |ctx: &mut Ctx| match plan {
         "v0" => ctx.cycle_v0(),
         "current" => ctx.cycle_current(),
@@ -497,5 +501,94 @@ fn main() {
     println!(
         "{{\"plan\":\"{plan}\",\"iterations\":{iterations},\"median_us\":{median:.2},\"p99_us\":{p99:.2},\"syscalls\":{per_cycle},\"noreplace_refused\":{}{listed}}}",
         ctx.noreplace_refused
+    );
+}
+
+/// The kernel's part of a hand-off, on this machine: one thread renames
+/// `f.lock` away (the release's detach) while a second sleeps in `poll` on
+/// an inotify watch of the directory (the waiter), and, once woken, wakes a
+/// third sleeping in `poll` on an eventfd (the hop to the JavaScript
+/// thread: libuv sleeps in `epoll_wait` on one). Prints the medians of
+/// both wake-ups, each from just before the syscall that causes it.
+fn wake_floor(dir: &str, iterations: usize, warmup: usize) {
+    use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::mpsc;
+
+    let clock = Instant::now();
+    let now_ns = move || clock.elapsed().as_nanos() as u64;
+    let parent = fs::open(dir, DIR_FLAGS, Mode::empty()).unwrap();
+    let inotify = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).unwrap();
+    inotify::add_watch(&inotify, dir, WatchFlags::MOVED_FROM).unwrap();
+    let bell = Arc::new(eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).unwrap());
+    let renamed_at = Arc::new(AtomicU64::new(0));
+    let rung_at = Arc::new(AtomicU64::new(0));
+    let (woken_tx, woken_rx) = mpsc::channel::<(u64, u64)>();
+    let (ready_tx, ready_rx) = mpsc::channel::<()>();
+    let total = warmup + iterations;
+
+    // The "JavaScript thread": sleeps on the eventfd, stamps its wake-up.
+    let hop_bell = bell.clone();
+    let hop_rung = rung_at.clone();
+    let (hop_tx, hop_rx) = mpsc::channel::<u64>();
+    let hop = std::thread::spawn(move || {
+        for _ in 0..total {
+            let mut fds = [PollFd::new(&*hop_bell, PollFlags::IN)];
+            poll(&mut fds, None).unwrap();
+            let woke = now_ns();
+            let mut buf = [0u8; 8];
+            rustix::io::read(&*hop_bell, &mut buf).unwrap();
+            hop_tx.send(woke - hop_rung.load(Ordering::SeqCst)).unwrap();
+        }
+    });
+    // The "waiter": sleeps on inotify, stamps, rings the bell.
+    let waiter_renamed = renamed_at.clone();
+    let waiter_bell = bell.clone();
+    let waiter = std::thread::spawn(move || {
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+        for _ in 0..total {
+            ready_tx.send(()).unwrap();
+            let mut fds = [PollFd::new(&inotify, PollFlags::IN)];
+            poll(&mut fds, None).unwrap();
+            let woke = now_ns();
+            rung_at.store(now_ns(), Ordering::SeqCst);
+            rustix::io::write(&*waiter_bell, &1u64.to_ne_bytes()).unwrap();
+            let mut reader = inotify::Reader::new(&inotify, &mut buf);
+            while reader.next().is_ok() {}
+            woken_tx
+                .send((woke - waiter_renamed.load(Ordering::SeqCst), 0))
+                .unwrap();
+        }
+    });
+    let mut wake = Vec::with_capacity(iterations);
+    let mut hops = Vec::with_capacity(iterations);
+    for i in 0..total {
+        fs::mkdirat(&parent, c"f.lock", Mode::from_raw_mode(0o700)).unwrap();
+        ready_rx.recv().unwrap();
+        // Let the waiter reach its poll and sleep, as a waiter of a lock
+        // held for a while has.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        renamed_at.store(now_ns(), Ordering::SeqCst);
+        fs::renameat_with(&parent, c"f.lock", &parent, c"f.lock.removing", RenameFlags::NOREPLACE)
+            .unwrap();
+        let (woke, _) = woken_rx.recv().unwrap();
+        let hopped = hop_rx.recv().unwrap();
+        fs::unlinkat(&parent, c"f.lock.removing", AtFlags::REMOVEDIR).unwrap();
+        if i >= warmup {
+            wake.push(woke as f64 / 1000.0);
+            hops.push(hopped as f64 / 1000.0);
+        }
+    }
+    waiter.join().unwrap();
+    hop.join().unwrap();
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    };
+    println!(
+        "{{\"plan\":\"wake\",\"iterations\":{iterations},\"rename_to_waiter_us\":{:.2},\"waiter_to_thread_us\":{:.2}}}",
+        median(&mut wake),
+        median(&mut hops)
     );
 }
