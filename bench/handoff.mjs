@@ -11,7 +11,8 @@
 //   the name freed             → the waiter woken                (the kernel's inotify wake-up of the waiting thread)
 //   the waiter woken           → published                       (the waiter's attempt: its syscalls, the rename)
 //   published                  → the promise resolved            (the in-process table, the result)
-//   the promise resolved       → onAcquired runs                 (the hop to the JavaScript thread, the facade)
+//   the promise resolved       → JavaScript runs on it           (the hop to the JavaScript thread)
+//   JavaScript runs on it      → onAcquired runs                 (the facade: the release made, onAcquired called)
 //
 // Prints the p50 and p90 of each step and of the whole, then the same hand-off measured without
 // tracing (a second child, the switch off) for comparison. Timing is noisy on shared machines: read
@@ -36,6 +37,15 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 if (role === "waiter") {
   const file = process.env.EXACTLOCK_HANDOFF_FILE;
+  // When the native promise's first continuation runs on this thread: the
+  // facade's await sees it one microtask later.
+  let continuedAt = 0n;
+  const acquireLockNative = native.acquireLockNative;
+  native.acquireLockNative = (...args) =>
+    acquireLockNative(...args).then((result) => {
+      continuedAt = now();
+      return result;
+    });
   process.on("message", async (message) => {
     if (message === "exit") process.exit(0);
     native.takeTraceForTesting();
@@ -45,7 +55,7 @@ if (role === "waiter") {
     const release = await acquiring;
     const trace = native.takeTraceForTesting();
     await release();
-    process.send({ type: "acquired", onAcquiredAt: String(onAcquiredAt), trace });
+    process.send({ type: "acquired", onAcquiredAt: String(onAcquiredAt), continuedAt: String(continuedAt), trace });
   });
   process.send({ type: "ready" });
 } else {
@@ -95,13 +105,15 @@ async function handoffs(file, traced) {
     const published = stampOf(got.trace, "waiter: published");
     const woken = stampOf(got.trace, "waiter: woken", Number(published));
     const resolved = stampOf(got.trace, "waiter: the promise resolved from its thread");
+    const continued = BigInt(got.continuedAt);
     rows.push({
       "release() called → the native release begins": begins - releasedAt,
       "the native release begins → the name freed": freed - begins,
       "the name freed → the waiter woken": woken - freed,
       "the waiter woken → published": published - woken,
       "published → the promise resolved": resolved - published,
-      "the promise resolved → onAcquired runs": onAcquired - resolved,
+      "the promise resolved → JavaScript runs on it": continued - resolved,
+      "JavaScript runs on it → onAcquired runs": onAcquired - continued,
       total: onAcquired - releasedAt,
     });
   }

@@ -12,7 +12,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self, AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
@@ -349,6 +349,27 @@ pub fn open_pin(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Errno> {
         ),
         other => other,
     }
+}
+
+/// Sets the mode of the directory `dir/name` without following a symlink
+/// at `name`: for a directory its owner may not open (a umask took the
+/// owner's `r`). Where the system opens a name without reading it (Linux
+/// `O_PATH`, under the portable mechanisms too: Linux's `fchmodat` has no
+/// no-follow form), the directory is pinned no-follow and its mode set
+/// through the pin (`/proc/self/fd/N` names exactly that inode);
+/// elsewhere `fchmodat(AT_SYMLINK_NOFOLLOW)`, which changes a symlink
+/// itself, never what it points to (macOS).
+pub fn chmod_dir_nofollow(dir: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<(), Errno> {
+    if let Some(path_only) = platform::native::PATH_ONLY {
+        let pin = fs::openat(
+            dir,
+            name,
+            path_only | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        return fs::chmod(format!("/proc/self/fd/{}", pin.as_raw_fd()), mode);
+    }
+    fs::chmodat(dir, name, mode, AtFlags::SYMLINK_NOFOLLOW)
 }
 
 /// A regular file read through a no-follow, non-blocking descriptor, with the
@@ -715,6 +736,26 @@ mod tests {
         assert_eq!(big.err(), Some(ReadRefusal::TooLarge));
         let small = read_regular_bounded(dir.as_fd(), OsStr::new("small"), 64).unwrap();
         assert_eq!(small.bytes, b"hello");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_directory_mode_is_set_by_name_but_never_through_a_symlink() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempdir("chmod-nofollow");
+        let parent = open_dir_nofollow(&root).unwrap();
+        std::fs::create_dir(root.join("locked-out")).unwrap();
+        std::fs::set_permissions(root.join("locked-out"), PermissionsExt::from_mode(0o000))
+            .unwrap();
+        chmod_dir_nofollow(parent.as_fd(), OsStr::new("locked-out"), Mode::RWXU).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&root.join("locked-out")), 0o700);
+        // A symlink swapped in for the name: its target keeps its mode.
+        std::fs::create_dir(root.join("target")).unwrap();
+        std::fs::set_permissions(root.join("target"), PermissionsExt::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink(root.join("target"), root.join("swapped")).unwrap();
+        assert!(chmod_dir_nofollow(parent.as_fd(), OsStr::new("swapped"), Mode::RWXU).is_err());
+        assert_eq!(mode(&root.join("target")), 0o755);
         std::fs::remove_dir_all(root).unwrap();
     }
 

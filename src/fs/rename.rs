@@ -20,7 +20,6 @@
 //! internal [`Refusal`] per failure and one mapping function,
 //! [`outcome`], that derives the mutation, durability, reason and phase.
 
-use std::cell::Cell;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -312,7 +311,7 @@ pub fn rename_no_replace_at(
     dst_name: &OsStr,
 ) -> NoReplaceOutcome {
     let (primitive, result) =
-        exclusive_rename(caps::global(), src_dir, src_name, dst_dir, dst_name);
+        exclusive_rename(caps::global(), src_dir, src_name, dst_dir, dst_name, None);
     outcome(primitive, result)
 }
 
@@ -359,26 +358,32 @@ pub fn rename_directory_no_replace_at(
 struct PinnedSource {
     _pin: Option<OwnedFd>,
     stat: Stat,
-    /// The destination as the check after the rename saw it.
-    seen_at_destination: Cell<Option<Stat>>,
 }
 
 /// The exclusive rename with its fallback; returns the primitive that
 /// actually decided the result. `caps` is what is known of the filesystem:
 /// where the flag was refused before, the fallback runs without the call.
+/// The source is pinned by name first, unless the caller holds it open
+/// (`held`: its `fstat`; see [`rename_held_no_replace_at`]).
 fn exclusive_rename(
     caps: &Caps,
     src_dir: BorrowedFd<'_>,
     src_name: &OsStr,
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
+    held: Option<&Stat>,
 ) -> (Primitive, Result<(), Refusal>) {
-    let source = match check_names(src_name, dst_name).and_then(|()| pin_source(src_dir, src_name))
-    {
-        Ok(source) => source,
-        Err(refusal) => return (PLATFORM_PRIMITIVE, Err(refusal)),
-    };
-    rename_pinned(caps, src_dir, src_name, dst_dir, dst_name, &source)
+    let pinned = check_names(src_name, dst_name).and_then(|()| match held {
+        Some(stat) => Ok(PinnedSource {
+            _pin: None,
+            stat: *stat,
+        }),
+        None => pin_source(src_dir, src_name),
+    });
+    match pinned {
+        Ok(source) => rename_pinned(caps, src_dir, src_name, dst_dir, dst_name, &source),
+        Err(refusal) => (PLATFORM_PRIMITIVE, Err(refusal)),
+    }
 }
 
 /// [`rename_no_replace_at`] for a source the caller made and holds open:
@@ -388,36 +393,23 @@ fn exclusive_rename(
 /// swapped in under its name, is the check after it (the destination is
 /// the held inode, else the refusal `destination_identity_changed`): a look
 /// by name before the rename would only narrow the window for such a swap,
-/// never close it, so it is not made. With a success comes that check's
-/// `stat` of the destination: the source's state once renamed.
+/// never close it, so it is not made.
 pub fn rename_held_no_replace_at(
     src_dir: BorrowedFd<'_>,
     src_name: &OsStr,
     held: &Stat,
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
-) -> (NoReplaceOutcome, Option<Stat>) {
-    let source = PinnedSource {
-        _pin: None,
-        stat: *held,
-        seen_at_destination: Cell::new(None),
-    };
-    let (primitive, result) = match check_names(src_name, dst_name) {
-        Ok(()) => rename_pinned(
-            caps::global(),
-            src_dir,
-            src_name,
-            dst_dir,
-            dst_name,
-            &source,
-        ),
-        Err(refusal) => (PLATFORM_PRIMITIVE, Err(refusal)),
-    };
-    let seen = result
-        .is_ok()
-        .then(|| source.seen_at_destination.get())
-        .flatten();
-    (outcome(primitive, result), seen)
+) -> NoReplaceOutcome {
+    let (primitive, result) = exclusive_rename(
+        caps::global(),
+        src_dir,
+        src_name,
+        dst_dir,
+        dst_name,
+        Some(held),
+    );
+    outcome(primitive, result)
 }
 
 /// The exclusive rename of a pinned source, with its fallback.
@@ -659,10 +651,7 @@ fn verify_destination(
     source: &PinnedSource,
 ) -> Result<(), Refusal> {
     match fsx::stat_nofollow(dst_dir, dst_name) {
-        Ok(now) if fsx::same_inode(&now, &source.stat) => {
-            source.seen_at_destination.set(Some(now));
-            Ok(())
-        }
+        Ok(now) if fsx::same_inode(&now, &source.stat) => Ok(()),
         _ => Err(Refusal::DestinationIdentityChanged),
     }
 }
@@ -688,7 +677,6 @@ fn pin_source(dir: BorrowedFd<'_>, name: &OsStr) -> Result<PinnedSource, Refusal
     Ok(PinnedSource {
         _pin: Some(pin),
         stat,
-        seen_at_destination: Cell::new(None),
     })
 }
 
@@ -844,6 +832,7 @@ mod tests {
             OsStr::new(src),
             parent.as_fd(),
             OsStr::new(dst),
+            None,
         );
         outcome(primitive, result)
     }
@@ -954,6 +943,7 @@ mod tests {
             OsStr::new("tree"),
             sub.as_fd(),
             OsStr::new("inside"),
+            None,
         );
         assert!(result.is_err());
         assert_eq!(std::fs::read(root.join("tree/info")).unwrap(), b"t");

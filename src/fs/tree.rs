@@ -121,29 +121,6 @@ impl TreeEntry {
         }
     }
 
-    /// Whether `later`, another observation of the same directory, shows
-    /// it in the same state, its own metadata included: the same link
-    /// count, size, mtime and ctime. POSIX has `creat`, `mkdir`, `link`,
-    /// `rename` and `unlink` stamp the mtime and ctime of the directory
-    /// they change, and nobody can set a ctime back: an equal state means
-    /// no entry was added, removed or renamed inside since (the clock's
-    /// granularity aside, which the caller must allow for).
-    pub fn same_state_as(&self, later: &TreeEntry) -> bool {
-        self.relative_path == later.relative_path
-            && self.kind == later.kind
-            && self.dev == later.dev
-            && self.ino == later.ino
-            && self.nlink == later.nlink
-            && self.size == later.size
-            && self.mtime_ns == later.mtime_ns
-            && self.ctime_ns == later.ctime_ns
-    }
-
-    /// The root directory of a tree as `stat` shows it.
-    pub fn of_root(stat: &Stat) -> Self {
-        TreeEntry::observed(String::new(), EntryKind::Directory, stat, None)
-    }
-
     fn observed(
         relative_path: String,
         kind: EntryKind,
@@ -816,7 +793,16 @@ impl Walk {
 /// caller's descriptor offset is untouched.
 fn list_names(dir: BorrowedFd<'_>, room: usize) -> Result<Vec<String>, TreeError> {
     let mut names = Vec::new();
-    for entry in fs::Dir::read_from(dir)? {
+    // A description of its own (`Dir::read_from` does the same after
+    // asking for `dir`'s flags, one `fcntl` more): the listing's offset is
+    // never shared with another reader of `dir` (a held lock's watch).
+    let own = fs::openat(
+        dir,
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    for entry in fs::Dir::new(own)? {
         let entry = entry?;
         let bytes = entry.file_name().to_bytes();
         if bytes == b"." || bytes == b".." {

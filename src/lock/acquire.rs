@@ -1001,7 +1001,6 @@ impl Attempts {
             lock_name: self.lock_name.clone(),
             root: published.root,
             published: published.tree,
-            root_published: published.root_published,
             record_bytes: record,
             owner_token: self.owner_token.clone(),
         }))

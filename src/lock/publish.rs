@@ -30,7 +30,7 @@ use rustix::io::Errno;
 use crate::fs::caps::{self, Flag};
 use crate::fs::fsx;
 use crate::fs::rename;
-use crate::fs::tree::{self, TreeEntry, TreeSnapshot};
+use crate::fs::tree::{self, TreeSnapshot};
 use crate::lock::identity::INFO_NAME;
 use crate::lock::volume::{self, OnServer};
 
@@ -50,9 +50,6 @@ pub struct Published {
     /// The tree as published (root and record), for an exact removal that
     /// need not walk it first.
     pub tree: TreeSnapshot,
-    /// The directory's own state once published, as the publication's
-    /// check of the lock name saw it (see `Generation::root_published`).
-    pub root_published: Option<TreeEntry>,
 }
 
 /// A staging directory made by this attempt, with its record written.
@@ -244,12 +241,8 @@ pub fn publish(
             return Err(PublishError::Os(crate::sys::faults::errno_of(code)));
         }
     };
-    let (outcome, seen) = outcome;
     if outcome.ok {
-        return Ok(Publication::Published(Published {
-            root_published: seen.as_ref().map(TreeEntry::of_root),
-            ..staged
-        }));
+        return Ok(Publication::Published(staged));
     }
     remove_staging(parent, &staging, Some(&staged.root));
     if outcome.refused_with(rename::Refusal::DestinationExists) {
@@ -298,13 +291,11 @@ fn stage(
         let dir = match fsx::open_child_dir(parent, &staging) {
             // A umask that takes the owner's `r` (0777) leaves our new
             // directory unreadable, so it cannot be opened to `fchmod` it:
-            // its mode is set by name. `chmodat` follows a symlink, but it
-            // changes only what this user owns, which any process of this
-            // user could change itself: a swap of our (unpredictable) name
-            // gains nobody anything, and what is opened next is opened
-            // no-follow and checked by identity when it is published.
+            // its mode is set by name, never through a symlink swapped in
+            // for it; what is opened next is opened no-follow, and checked
+            // by identity when it is published.
             Err(Errno::ACCESS) => {
-                fs::chmodat(parent, &staging, DIR_MODE, AtFlags::empty()).map_err(fail)?;
+                fsx::chmod_dir_nofollow(parent, &staging, DIR_MODE).map_err(fail)?;
                 fsx::open_child_dir(parent, &staging)
             }
             opened => opened,
@@ -341,11 +332,7 @@ fn stage(
     match staged {
         Ok((root, tree, root_stat, info)) => Ok(Stage {
             name: staging,
-            published: Published {
-                root,
-                tree,
-                root_published: None,
-            },
+            published: Published { root, tree },
             root_stat,
             info,
         }),
@@ -469,7 +456,7 @@ impl Staged {
         };
         crate::sys::faults::check("publish.rename")
             .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
-        let (outcome, seen) = rename::rename_held_no_replace_at(
+        let outcome = rename::rename_held_no_replace_at(
             self.parent.as_fd(),
             &self.name,
             &root_stat,
@@ -478,11 +465,7 @@ impl Staged {
         );
         if outcome.ok {
             let root = self.root.take().expect("published once");
-            return Ok(StagedPublication::Published(Published {
-                root,
-                tree,
-                root_published: seen.as_ref().map(TreeEntry::of_root),
-            }));
+            return Ok(StagedPublication::Published(Published { root, tree }));
         }
         if outcome.refused_with(rename::Refusal::DestinationExists) {
             Ok(StagedPublication::Contended)
@@ -578,13 +561,7 @@ impl Staged {
             return Ok(PastCache::Lost);
         }
         let root = self.root.take().expect("staged until published");
-        // No state of the directory is kept: on a network filesystem a
-        // release lists it (see `release::holds_only_the_record`).
-        Ok(PastCache::Published(Published {
-            root,
-            tree,
-            root_published: None,
-        }))
+        Ok(PastCache::Published(Published { root, tree }))
     }
 }
 

@@ -17,7 +17,7 @@ use rustix::fs::{self, AtFlags, FlockOperation};
 use crate::fs::caps;
 use crate::fs::fsx;
 use crate::fs::rename;
-use crate::fs::tree::{self, TreeEntry, TreeSnapshot, sha256_hex};
+use crate::fs::tree::{self, TreeSnapshot, sha256_hex};
 use crate::lock::fastpath;
 use crate::lock::identity::{INFO_NAME, info_entry};
 use crate::lock::table::{self, BeginRelease, Generation, LockKey};
@@ -272,20 +272,21 @@ fn stat_root(parent: BorrowedFd<'_>, name: &OsStr) -> Option<(u64, u64)> {
 /// with the same size, mtime and ctime as right after we wrote it: the
 /// kernel stamps ctime on every change to an inode and nobody can set it
 /// back, so an equal ctime proves the bytes unchanged. The directory holds
-/// nothing else: on a local filesystem its own `fstat` shows it (an entry
-/// added, removed or renamed inside stamps the directory's mtime and
-/// ctime, which are compared with what the publication's check saw), and
-/// elsewhere, or when they moved, it is listed; `rmdir` refuses if
-/// something appears later. Reclaimers take turns on the root's `flock`,
-/// and the name is checked again after the detach, so nothing that took
-/// the name meanwhile is ever removed: it is put back.
+/// nothing else (listed before the detach; `rmdir` refuses if something
+/// appears later). It is listed, not judged by its own times: an entry
+/// added within one tick of a coarse clock (ramfs, ext4 with 128-byte
+/// inodes, any kernel before fine-grained timestamps) leaves them as they
+/// were, and a waiter's staging gains entries before its publication
+/// looks. Reclaimers take turns on the root's `flock`, and the name is
+/// checked again after the detach, so nothing that took the name
+/// meanwhile is ever removed: it is put back.
 fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     let parent = generation.parent.as_fd();
     let root = generation.root.as_fd();
     let published = &generation.published;
     let name = &generation.lock_name;
     let removing = tree::quarantine_name(name);
-    if !(published.files_look_unchanged(root) && holds_only_the_record(generation)) {
+    if !(published.files_look_unchanged(root) && published.names_unchanged(root)) {
         return None;
     }
     match fs::flock(root, FlockOperation::NonBlockingLockExclusive) {
@@ -334,21 +335,6 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     // (kept by the debris rules: its content is not a lock's).
     let _ = fsx::remove_dir_settled(parent, &removing, root, &mut fsx::FuseSettle::new());
     Some(Ok(()))
-}
-
-/// Whether the generation's directory still holds nothing but its record.
-/// One `fstat` where the directory's state after publication is known
-/// ([`Generation::root_published`]) and the filesystem is local (a network
-/// client may answer from a stale attribute cache); a listing otherwise,
-/// or when its state moved (a `chmod`, a coarse clock, an entry come and
-/// gone), since only the listing tells what it holds.
-fn holds_only_the_record(generation: &Generation) -> bool {
-    let root = generation.root.as_fd();
-    let untouched = generation.root_published.as_ref().is_some_and(|published| {
-        fastpath::may_inline(&generation.parent_path)
-            && fs::fstat(root).is_ok_and(|now| published.same_state_as(&TreeEntry::of_root(&now)))
-    });
-    untouched || generation.published.names_unchanged(root)
 }
 
 /// Removes the generation's lock if it is exactly `expected`.
@@ -414,8 +400,8 @@ mod tests {
 
     #[test]
     fn an_entry_put_into_our_lock_while_held_makes_it_not_ours_and_it_stays() {
-        // The directory's own state shows the entry (one `fstat`), and the
-        // general path refuses a tree that is not exactly the published one.
+        // The listing shows the entry, and the general path refuses a tree
+        // that is not exactly the published one.
         for (kind, make) in [
             (
                 "file",
@@ -437,7 +423,7 @@ mod tests {
             make(&lock);
             let outcome = release_first_attempt(id);
             if kind == "entry come and gone" {
-                // Its state moved, so it was listed: only the record, ours.
+                // Only the record is left in it: ours.
                 assert_eq!(outcome, FirstAttempt::Done(Ok(())), "{kind}");
                 assert_eq!(listing(&dir), Vec::<String>::new(), "{kind}");
             } else {

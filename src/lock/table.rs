@@ -16,7 +16,7 @@ use rustix::fd::{BorrowedFd, OwnedFd};
 use rustix::io::Errno;
 
 use crate::fs::fsx;
-use crate::fs::tree::{TreeEntry, TreeSnapshot};
+use crate::fs::tree::TreeSnapshot;
 use crate::sys::wait::Wake;
 
 /// The canonical name of a lock: the identity of its parent directory
@@ -59,11 +59,6 @@ pub struct Generation {
     pub root: OwnedFd,
     /// The tree as published, what release removes if nothing changed it.
     pub published: TreeSnapshot,
-    /// The published directory's own state right after its publication
-    /// (the publication's check of the lock name), where that check saw
-    /// it: a release that finds it unchanged knows the directory gained
-    /// no entry without listing it.
-    pub root_published: Option<TreeEntry>,
     /// The exact record bytes this generation wrote.
     pub record_bytes: Vec<u8>,
     pub owner_token: String,

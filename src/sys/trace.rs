@@ -1,8 +1,8 @@
 //! Timestamps of a hand-off's steps, for `bench/handoff.mjs`, which writes
 //! where a hand-off's time goes into `bench/RESULTS.md`.
 //!
-//! Off unless `EXACTLOCK_TRACE=handoff` is set when the module loads; then
-//! each [`stamp`] keeps `(step, now)` on `process.hrtime.bigint()`'s clock,
+//! Off unless `EXACTLOCK_TRACE=handoff` is set in the environment (read
+//! once, at the first stamp); then each [`stamp`] keeps `(step, now)` on `process.hrtime.bigint()`'s clock,
 //! in memory (no I/O on the measured path), at most [`MAX_STAMPS`] of them,
 //! until JavaScript takes them (`takeTraceForTesting`). Off, a stamp costs
 //! one load of a flag.
