@@ -514,6 +514,11 @@ fn main() {
 /// third sleeping in `poll` on an eventfd (the hop to the JavaScript
 /// thread: libuv sleeps in `epoll_wait` on one). Prints the medians of
 /// both wake-ups, each from just before the syscall that causes it.
+/// How long the waiter sleeps before each rename: as long as a waiter of a
+/// lock held for a while (the bench holds it 30-70 ms), so the CPUs go as
+/// idle as they do there.
+const WAKE_SLEEP_MS: u64 = 50;
+
 fn wake_floor(dir: &str, iterations: usize, warmup: usize) {
     use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
     use std::sync::Arc;
@@ -572,7 +577,7 @@ fn wake_floor(dir: &str, iterations: usize, warmup: usize) {
         ready_rx.recv().unwrap();
         // Let the waiter reach its poll and sleep, as a waiter of a lock
         // held for a while has.
-        std::thread::sleep(std::time::Duration::from_millis(2));
+        std::thread::sleep(std::time::Duration::from_millis(WAKE_SLEEP_MS));
         renamed_at.store(now_ns(), Ordering::SeqCst);
         // A plain rename: the wake-up is what is measured, and FUSE
         // mounts (sshfs) refuse RENAME_NOREPLACE.
