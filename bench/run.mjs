@@ -390,13 +390,13 @@ async function handoff() {
   const floorBin = buildFloor();
   let wake;
   try {
-    wake = floorBin && JSON.parse(execFileSync(floorBin, [freshDir("floor-wake"), "300", "30", "wake"], { encoding: "utf8" }));
+    wake = floorBin && JSON.parse(execFileSync(floorBin, [freshDir("floor-wake"), "60", "5", "wake"], { encoding: "utf8" }));
   } catch (error) {
     log(`    the kernel's part: bench/floor wake failed here (${String(error.message).split("\n")[0]})`);
   }
   if (wake) {
     out.kernelFloor = wake;
-    log(`    the kernel's part (bench/floor wake, threads of one process): a rename to the inotify waiter woken`);
+    log(`    the kernel's part (bench/floor wake, threads of one process, each asleep 50 ms first): a rename to the inotify waiter woken`);
     log(`    ${wake.rename_to_waiter_us.toFixed(0)} µs, that thread to another sleeping in poll ${wake.waiter_to_thread_us.toFixed(0)} µs (p50); where exactlock's goes: npm run bench:handoff`);
   }
   log("");

@@ -508,17 +508,17 @@ fn main() {
     );
 }
 
+/// How long the waiter sleeps before each rename: as long as a waiter of a
+/// lock held for a while (the bench holds it 30-70 ms), so the CPUs go as
+/// idle as they do there.
+const WAKE_SLEEP_MS: u64 = 50;
+
 /// The kernel's part of a hand-off, on this machine: one thread renames
 /// `f.lock` away (the release's detach) while a second sleeps in `poll` on
 /// an inotify watch of the directory (the waiter), and, once woken, wakes a
 /// third sleeping in `poll` on an eventfd (the hop to the JavaScript
 /// thread: libuv sleeps in `epoll_wait` on one). Prints the medians of
 /// both wake-ups, each from just before the syscall that causes it.
-/// How long the waiter sleeps before each rename: as long as a waiter of a
-/// lock held for a while (the bench holds it 30-70 ms), so the CPUs go as
-/// idle as they do there.
-const WAKE_SLEEP_MS: u64 = 50;
-
 fn wake_floor(dir: &str, iterations: usize, warmup: usize) {
     use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
     use std::sync::Arc;
