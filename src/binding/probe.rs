@@ -238,9 +238,8 @@ pub struct TraceStamp {
 }
 
 /// The hand-off steps stamped since the last call, oldest first, when
-/// `EXACTLOCK_TRACE=handoff` was set before the first lock was taken
-/// (else none): for
-/// `bench/handoff.mjs`.
+/// `EXACTLOCK_TRACE=handoff` was set before the first lock was taken (else
+/// none): for `bench/handoff.mjs`.
 #[napi]
 pub fn take_trace_for_testing() -> Vec<TraceStamp> {
     crate::sys::trace::take()

@@ -380,9 +380,18 @@ fn exclusive_rename(
         }),
         None => pin_source(src_dir, src_name),
     });
-    match pinned {
-        Ok(source) => rename_pinned(caps, src_dir, src_name, dst_dir, dst_name, &source),
-        Err(refusal) => (PLATFORM_PRIMITIVE, Err(refusal)),
+    let source = match pinned {
+        Ok(source) => source,
+        Err(refusal) => return (PLATFORM_PRIMITIVE, Err(refusal)),
+    };
+    let dev = fsx::dev_of(&source.stat);
+    match kernel_no_replace(caps, dev, src_dir, src_name, dst_dir, dst_name) {
+        None => fallback(src_dir, src_name, dst_dir, dst_name, &source),
+        Some(Ok(())) => (
+            PLATFORM_PRIMITIVE,
+            verify_destination(dst_dir, dst_name, &source),
+        ),
+        Some(Err(errno)) => (PLATFORM_PRIMITIVE, Err(refusal_from_errno(errno))),
     }
 }
 
@@ -410,26 +419,6 @@ pub fn rename_held_no_replace_at(
         Some(held),
     );
     outcome(primitive, result)
-}
-
-/// The exclusive rename of a pinned source, with its fallback.
-fn rename_pinned(
-    caps: &Caps,
-    src_dir: BorrowedFd<'_>,
-    src_name: &OsStr,
-    dst_dir: BorrowedFd<'_>,
-    dst_name: &OsStr,
-    source: &PinnedSource,
-) -> (Primitive, Result<(), Refusal>) {
-    let dev = fsx::dev_of(&source.stat);
-    match kernel_no_replace(caps, dev, src_dir, src_name, dst_dir, dst_name) {
-        None => fallback(src_dir, src_name, dst_dir, dst_name, source),
-        Some(Ok(())) => (
-            PLATFORM_PRIMITIVE,
-            verify_destination(dst_dir, dst_name, source),
-        ),
-        Some(Err(errno)) => (PLATFORM_PRIMITIVE, Err(refusal_from_errno(errno))),
-    }
 }
 
 /// The kernel's exclusive rename, issued only where `caps` does not know

@@ -263,9 +263,14 @@ fn stage_new(
         .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
     let staging = staging_name(lock_name);
     fs::mkdirat(parent, &staging, DIR_MODE).map_err(PublishError::Os)?;
-    match stage(parent, staging, record) {
-        Ok(stage) => Ok(stage),
-        Err((staging, error)) => {
+    match stage(parent, &staging, record) {
+        Ok((published, root_stat, info)) => Ok(Stage {
+            name: staging,
+            published,
+            root_stat,
+            info,
+        }),
+        Err(error) => {
             remove_staging(parent, &staging, None);
             Err(error)
         }
@@ -283,61 +288,49 @@ fn stage_new(
 /// it without owner `w` or `x`) are retried after setting its mode.
 fn stage(
     parent: BorrowedFd<'_>,
-    staging: OsString,
+    staging: &OsStr,
     record: &[u8],
-) -> Result<Stage, (OsString, PublishError)> {
-    let fail = |errno: Errno| PublishError::Os(errno);
-    let staged = (|| {
-        let dir = match fsx::open_child_dir(parent, &staging) {
-            // A umask that takes the owner's `r` (0777) leaves our new
-            // directory unreadable, so it cannot be opened to `fchmod` it:
-            // its mode is set by name, never through a symlink swapped in
-            // for it; what is opened next is opened no-follow, and checked
-            // by identity when it is published.
-            Err(Errno::ACCESS) => {
-                fsx::chmod_dir_nofollow(parent, &staging, DIR_MODE).map_err(fail)?;
-                fsx::open_child_dir(parent, &staging)
-            }
-            opened => opened,
+) -> Result<(Published, Stat, OwnedFd), PublishError> {
+    let dir = match fsx::open_child_dir(parent, staging) {
+        // A umask that takes the owner's `r` (0777) leaves our new
+        // directory unreadable, so it cannot be opened to `fchmod` it: its
+        // mode is set by name, never through a symlink swapped in for it;
+        // what is opened next is opened no-follow, and checked by identity
+        // when it is published.
+        Err(Errno::ACCESS) => {
+            fsx::chmod_dir_nofollow(parent, staging, DIR_MODE).map_err(PublishError::Os)?;
+            fsx::open_child_dir(parent, staging)
         }
-        .map_err(fail)?;
-        hold_while_unwritten(dir.as_fd())?;
-        crate::sys::faults::pause("publish.unwritten", &staging);
-        let create = || {
-            fs::openat(
-                &dir,
-                INFO_NAME,
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                INFO_MODE,
-            )
-        };
-        let info = match create() {
-            Err(Errno::ACCESS) => {
-                fs::fchmod(&dir, DIR_MODE).map_err(fail)?;
-                create()
-            }
-            created => created,
-        }
-        .map_err(fail)?;
-        write_all(info.as_fd(), record, 0).map_err(fail)?;
-        // The record speaks for its owner now (pid, start, boot, pid
-        // namespace): the `flock` has done its work, and a published lock
-        // must not be left locked.
-        let _ = fs::flock(&dir, FlockOperation::Unlock);
-        let info_stat = with_mode(info.as_fd(), INFO_MODE).map_err(fail)?;
-        let root_stat = with_mode(dir.as_fd(), DIR_MODE).map_err(fail)?;
-        let tree = TreeSnapshot::of_single_file(&root_stat, INFO_NAME, &info_stat, record);
-        Ok((dir, tree, root_stat, info))
-    })();
-    match staged {
-        Ok((root, tree, root_stat, info)) => Ok(Stage {
-            name: staging,
-            published: Published { root, tree },
-            root_stat,
-            info,
-        }),
-        Err(error) => Err((staging, error)),
+        opened => opened,
     }
+    .map_err(PublishError::Os)?;
+    hold_while_unwritten(dir.as_fd())?;
+    crate::sys::faults::pause("publish.unwritten", staging);
+    let create = || {
+        fs::openat(
+            &dir,
+            INFO_NAME,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            INFO_MODE,
+        )
+    };
+    let info = match create() {
+        Err(Errno::ACCESS) => {
+            fs::fchmod(&dir, DIR_MODE).map_err(PublishError::Os)?;
+            create()
+        }
+        created => created,
+    }
+    .map_err(PublishError::Os)?;
+    write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
+    // The record speaks for its owner now (pid, start, boot, pid
+    // namespace): the `flock` has done its work, and a published lock must
+    // not be left locked.
+    let _ = fs::flock(&dir, FlockOperation::Unlock);
+    let info_stat = with_mode(info.as_fd(), INFO_MODE).map_err(PublishError::Os)?;
+    let root_stat = with_mode(dir.as_fd(), DIR_MODE).map_err(PublishError::Os)?;
+    let tree = TreeSnapshot::of_single_file(&root_stat, INFO_NAME, &info_stat, record);
+    Ok((Published { root: dir, tree }, root_stat, info))
 }
 
 /// The `fstat` of `fd` once its permission bits are exactly `mode`: one
@@ -859,7 +852,7 @@ mod tests {
         fs::mkdirat(&parent, staging, DIR_MODE).unwrap();
         let reaper = fsx::open_child_dir(parent.as_fd(), staging).unwrap();
         fs::flock(&reaper, FlockOperation::NonBlockingLockExclusive).unwrap();
-        let Err((_, PublishError::Os(errno))) = stage(parent.as_fd(), staging.into(), b"{}") else {
+        let Err(PublishError::Os(errno)) = stage(parent.as_fd(), staging, b"{}") else {
             panic!("staged into a directory a reaper holds");
         };
         assert_eq!(errno, Errno::NOENT);
