@@ -73,8 +73,10 @@ export const nativeVersion: () => string = native.nativeVersion;
 /**
  * The kernel mechanisms the native core uses: `"linux"` (inotify, pidfd,
  * /proc, openat2, renameat2), `"macos"` (kqueue, proc_pidinfo,
- * renameatx_np), or `"portable"` when `EXACTLOCK_PLATFORM=portable` forced
- * the portable ones (timer waits, kill(pid, 0), mkdir/link claims).
+ * renameatx_np), `"windows"` (handle-relative NtCreateFile and
+ * FileRenameInformation, ReadDirectoryChangesW, process handles and creation
+ * times), or `"portable"` when `EXACTLOCK_PLATFORM=portable` forced the
+ * portable ones on Linux or macOS (timer waits, kill(pid, 0), mkdir/link claims).
  */
-export const nativePlatform: () => "linux" | "macos" | "portable" = native.nativePlatform;
+export const nativePlatform: () => "linux" | "macos" | "windows" | "portable" = native.nativePlatform;
 export * from "./primitives.js";

@@ -76,7 +76,7 @@ export function noBinaryError(
   } else if (!supported) {
     message =
       `exactlock: no prebuilt binary for ${where} (prebuilt: ${PREBUILT_PLATFORMS.join(", ")}` +
-      `${found.startsWith("win32") ? "; Windows is not supported" : ""}). ` +
+      `${found.startsWith("win32") ? "; no Windows package is published yet" : ""}). ` +
       "Build one from source: README, \"No binary for this machine\".";
   } else if (present) {
     message =

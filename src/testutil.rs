@@ -18,7 +18,7 @@ pub fn tempdir(tag: &str) -> PathBuf {
 pub fn make_fifo(path: &Path) {
     #[cfg(target_os = "linux")]
     {
-        use rustix::fs::{CWD, FileType, Mode, mknodat};
+        use crate::sys::os::fs::{CWD, FileType, Mode, mknodat};
         mknodat(CWD, path, FileType::Fifo, Mode::RUSR | Mode::WUSR, 0).unwrap();
     }
     #[cfg(not(target_os = "linux"))]

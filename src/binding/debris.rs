@@ -5,9 +5,9 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
+use crate::sys::os::fd::AsFd;
 use napi::Result;
 use napi_derive::napi;
-use rustix::fd::AsFd;
 
 use crate::fs::fsx;
 use crate::lock::debris::{self, Decision, Judge, Kind, RootId, Status};
@@ -193,7 +193,7 @@ fn inspect(path: String, remove: bool, judge: &Judge) -> StagingResultJs {
             judge,
             remove,
         )),
-        Err(rustix::io::Errno::NOENT) => StagingResultJs {
+        Err(crate::sys::os::io::Errno::NOENT) => StagingResultJs {
             reason: "enoent_already_gone".into(),
             ..unverified(&path)
         },

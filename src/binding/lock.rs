@@ -50,7 +50,7 @@ fn failure(code: &str, message: String) -> LockFailure {
     }
 }
 
-fn errno_failure(errno: rustix::io::Errno, what: &str, path: &str) -> LockFailure {
+fn errno_failure(errno: crate::sys::os::io::Errno, what: &str, path: &str) -> LockFailure {
     failure(
         errno_code(errno),
         format!("{what} {path}: {}.", errno_text(errno)),

@@ -84,7 +84,7 @@ pub fn watch_held_lock_native(generation: String, on_lost: LossFunction) -> Watc
                 failure: None,
             }
         }
-        Err(errno) if errno == rustix::io::Errno::NOENT => none(None),
+        Err(errno) if errno == crate::sys::os::io::Errno::NOENT => none(None),
         Err(errno) => none(Some(LockFailure {
             code: errno_code(errno).into(),
             message: format!(

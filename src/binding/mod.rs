@@ -16,9 +16,9 @@ pub fn native_version() -> String {
     env!("CARGO_PKG_VERSION").to_string()
 }
 
-/// The kernel mechanisms in use: `"linux"`, `"macos"`, or `"portable"` when
-/// `EXACTLOCK_PLATFORM=portable` forced the portable ones.
-#[napi(ts_return_type = "\"linux\" | \"macos\" | \"portable\"")]
+/// The kernel mechanisms in use: `"linux"`, `"macos"`, `"windows"`, or
+/// `"portable"` when `EXACTLOCK_PLATFORM=portable` forced the portable ones.
+#[napi(ts_return_type = "\"linux\" | \"macos\" | \"windows\" | \"portable\"")]
 pub fn native_platform() -> String {
     crate::sys::platform::name().to_string()
 }

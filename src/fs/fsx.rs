@@ -9,12 +9,11 @@
 //! cut down to what a lock directory needs.
 
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, AtFlags, FileType, Mode, OFlags, Stat};
-use rustix::io::Errno;
+use crate::sys::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use crate::sys::os::fs::{self, AtFlags, FileType, Mode, OFlags, Stat};
+use crate::sys::os::io::Errno;
 
 use crate::sys::platform;
 
@@ -29,7 +28,7 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
 /// Splits an absolute or relative path into its parent directory and final
 /// component. The final component must be a real name: not empty, `.` or `..`.
 pub fn split_final(path: &Path) -> Result<(PathBuf, OsString), Errno> {
-    if path.as_os_str().as_bytes().contains(&0) {
+    if path.as_os_str().as_encoded_bytes().contains(&0) {
         return Err(Errno::INVAL);
     }
     match path.components().next_back() {
@@ -50,7 +49,7 @@ pub fn split_final(path: &Path) -> Result<(PathBuf, OsString), Errno> {
 /// and free of `/` and NUL. Names handed to the `*at` calls must be, or they
 /// could walk out of the directory the descriptor pins.
 pub fn is_single_component(name: &OsStr) -> bool {
-    let bytes = name.as_bytes();
+    let bytes = name.as_encoded_bytes();
     !bytes.is_empty()
         && bytes != b"."
         && bytes != b".."
@@ -72,7 +71,7 @@ pub fn has_symlinked_ancestor(path: &Path) -> bool {
 /// has it, and a component-by-component walk otherwise (macOS, the
 /// portable mechanisms, old kernels).
 pub fn open_dir_nofollow(path: &Path) -> Result<OwnedFd, Errno> {
-    if path.as_os_str().as_bytes().contains(&0) {
+    if path.as_os_str().as_encoded_bytes().contains(&0) {
         return Err(Errno::INVAL);
     }
     match platform::open_nofollow(path, DIR_FLAGS) {
@@ -88,23 +87,39 @@ pub fn open_dir_nofollow(path: &Path) -> Result<OwnedFd, Errno> {
 /// descriptor of the one before, so a component swapped for a symlink
 /// meanwhile fails the walk instead of redirecting it.
 fn walk_nofollow(path: &Path) -> Result<OwnedFd, Errno> {
-    let mut current = if path.is_absolute() {
-        fs::open("/", DIR_FLAGS, Mode::empty())?
-    } else {
-        fs::open(".", DIR_FLAGS, Mode::empty())?
-    };
+    let mut current = fs::open(walk_start(path)?, DIR_FLAGS, Mode::empty())?;
     for component in path.components() {
         match component {
-            Component::RootDir | Component::CurDir => {}
+            Component::Prefix(_) | Component::RootDir | Component::CurDir => {}
             Component::Normal(name) => {
                 current = fs::openat(&current, name, DIR_FLAGS, Mode::empty())?;
             }
             // `..` could climb out through a directory that was swapped after
             // we opened it; refuse rather than reason about it.
-            Component::ParentDir | Component::Prefix(_) => return Err(Errno::INVAL),
+            Component::ParentDir => return Err(Errno::INVAL),
         }
     }
     Ok(current)
+}
+
+/// Where [`walk_nofollow`] starts: the root of `path` (`/`; on Windows its
+/// volume's root, `C:\` or `\\server\share\`) or the current directory.
+/// A Windows path relative to a drive's own current directory (`C:foo`)
+/// is refused: its start is per-drive process state.
+fn walk_start(path: &Path) -> Result<PathBuf, Errno> {
+    let mut start = PathBuf::new();
+    if let Some(Component::Prefix(prefix)) = path.components().next() {
+        if !path.has_root() {
+            return Err(Errno::INVAL);
+        }
+        start.push(prefix.as_os_str());
+    }
+    start.push(if path.has_root() {
+        Component::RootDir.as_os_str()
+    } else {
+        Component::CurDir.as_os_str()
+    });
+    Ok(start)
 }
 
 /// Opens the parent of `path` without following symlinks and returns it with
@@ -273,7 +288,7 @@ pub struct DirIdentity {
 /// The [`DirIdentity`] of an open directory.
 #[cfg(target_os = "linux")]
 pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
-    use rustix::fs::{StatxFlags, statx};
+    use crate::sys::os::fs::{StatxFlags, statx};
     match statx(
         dir,
         "",
@@ -292,7 +307,7 @@ pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
                 0
             };
             Ok(DirIdentity {
-                dev: rustix::fs::makedev(stx.stx_dev_major, stx.stx_dev_minor),
+                dev: crate::sys::os::fs::makedev(stx.stx_dev_major, stx.stx_dev_minor),
                 ino: stx.stx_ino,
                 birth_ns,
             })
@@ -437,7 +452,7 @@ pub fn read_fd_bounded(fd: BorrowedFd<'_>, limit: usize) -> Result<BoundedRead, 
     let mut bytes = vec![0u8; size + 1];
     let mut filled = 0;
     loop {
-        match rustix::io::read(fd, &mut bytes[filled..]) {
+        match crate::sys::os::io::read(fd, &mut bytes[filled..]) {
             Ok(0) => break,
             Ok(n) => {
                 filled += n;
@@ -533,6 +548,9 @@ fn make_child_dir(parent: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<Ow
     if created {
         // A directory swapped in for ours is not ours to chmod: one made by
         // someone else belongs to them.
+        // (Windows has owners in ACLs, not uids: there, the handle opened
+        // relative to the parent right after the creation is all we have.)
+        #[cfg(unix)]
         if fs::fstat(&dir)?.st_uid != rustix::process::geteuid().as_raw() {
             return Err(Errno::EXIST);
         }
@@ -592,7 +610,7 @@ pub fn longest_tagged_len(base_len: usize, tag: &str) -> usize {
 /// zeros, a lowercase hyphenated uuid). The base is what precedes the last
 /// `.<tag>.`.
 pub fn parse_tagged_name<'a>(candidate: &'a OsStr, tag: &str) -> Option<(&'a OsStr, u32)> {
-    let bytes = candidate.as_bytes();
+    let bytes = candidate.as_encoded_bytes();
     let marker = format!(".{tag}.");
     let at = bytes
         .windows(marker.len())
@@ -609,7 +627,7 @@ pub fn parse_tagged_name<'a>(candidate: &'a OsStr, tag: &str) -> Option<(&'a OsS
     if at == 0 || !valid_pid || !valid_uuid {
         return None;
     }
-    Some((OsStr::from_bytes(&bytes[..at]), pid.parse().ok()?))
+    Some((crate::sys::os::os_str(&bytes[..at])?, pid.parse().ok()?))
 }
 
 #[cfg(test)]

@@ -20,9 +20,9 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
-use rustix::io::Errno;
+use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use crate::sys::os::fs::{self, AtFlags, FlockOperation, Mode, OFlags, RenameFlags};
+use crate::sys::os::io::Errno;
 
 use crate::fs::{caps, fsx};
 use crate::sys::errno::is_flock_unsupported;
@@ -40,7 +40,7 @@ pub use kind::is_overlayfs;
 /// `statfs` fails or the type is not in the table. Linux only: the table
 /// holds Linux's magic numbers (macOS asks `MNT_LOCAL` instead).
 #[cfg(target_os = "linux")]
-pub fn class_by_magic(dir: rustix::fd::BorrowedFd<'_>) -> Class {
+pub fn class_by_magic(dir: crate::sys::os::fd::BorrowedFd<'_>) -> Class {
     kind::statfs_magic(dir).map_or(Class::Unknown, |magic| kind::name_of_magic(magic).1)
 }
 use kind::{mount_of, statfs_of};
@@ -403,7 +403,7 @@ fn try_flock(scratch: BorrowedFd<'_>) -> Tried {
 /// would see follows from the class.
 #[cfg(target_os = "linux")]
 fn try_inotify(scratch: BorrowedFd<'_>, scratch_path: &Path, class: Class) -> Inotify {
-    use rustix::fs::inotify::{self, CreateFlags, Reader, WatchFlags};
+    use crate::sys::os::fs::inotify::{self, CreateFlags, Reader, WatchFlags};
     use std::mem::MaybeUninit;
     let instance = match inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC) {
         Ok(fd) => fd,

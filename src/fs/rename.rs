@@ -21,12 +21,11 @@
 //! [`outcome`], that derives the mutation, durability, reason and phase.
 
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, AtFlags, FileType, Mode, RenameFlags, Stat};
-use rustix::io::Errno;
+use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use crate::sys::os::fs::{self, AtFlags, FileType, Mode, RenameFlags, Stat};
+use crate::sys::os::io::Errno;
 
 use crate::fs::caps::{self, Caps, Flag};
 use crate::fs::fsx;
@@ -80,6 +79,8 @@ pub enum Primitive {
         allow(dead_code, reason = "the macOS primitive")
     )]
     RenameatxNpExcl,
+    #[cfg_attr(not(windows), allow(dead_code, reason = "the Windows primitive"))]
+    WindowsRenameNoreplace,
     #[allow(
         dead_code,
         reason = "the vocabulary's: every supported platform has an exclusive rename"
@@ -189,6 +190,7 @@ impl Primitive {
         match self {
             Primitive::Renameat2Noreplace => "renameat2_noreplace",
             Primitive::RenameatxNpExcl => "renameatx_np_excl",
+            Primitive::WindowsRenameNoreplace => "windows_rename_noreplace",
             Primitive::Unsupported => "unsupported",
             Primitive::LinkatNoreplace => "linkat_noreplace",
             Primitive::MkdiratRenameatNoreplace => "mkdirat_renameat_noreplace",
@@ -287,6 +289,10 @@ pub fn outcome(primitive: Primitive, result: Result<(), Refusal>) -> NoReplaceOu
 const PLATFORM_PRIMITIVE: Primitive = Primitive::Renameat2Noreplace;
 #[cfg(target_os = "macos")]
 const PLATFORM_PRIMITIVE: Primitive = Primitive::RenameatxNpExcl;
+/// `FileRenameInformation` with `ReplaceIfExists = FALSE`, relative to the
+/// destination directory's handle (src/sys/os/windows).
+#[cfg(windows)]
+const PLATFORM_PRIMITIVE: Primitive = Primitive::WindowsRenameNoreplace;
 
 /// Renames `src` to `dst` unless `dst` exists. Both parents are opened
 /// no-follow; see [`rename_no_replace_at`].
@@ -692,7 +698,7 @@ fn open_parents(
 }
 
 fn has_nul(path: &Path) -> bool {
-    path.as_os_str().as_bytes().contains(&0)
+    path.as_os_str().as_encoded_bytes().contains(&0)
 }
 
 /// `fsx::open_parent` with its errno turned into a refusal that says whether

@@ -34,9 +34,9 @@ use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, AtFlags, FileType, FlockOperation, Mode, OFlags, Stat};
-use rustix::io::Errno;
+use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use crate::sys::os::fs::{self, AtFlags, FileType, FlockOperation, Mode, OFlags, Stat};
+use crate::sys::os::io::Errno;
 use sha2::{Digest, Sha256};
 
 use crate::fs::fsx::{self, FuseSettle};

@@ -24,16 +24,15 @@
 
 use std::ffi::OsString;
 use std::future::Future;
-use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::Mode;
-use rustix::io::Errno;
+use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use crate::sys::os::fs::Mode;
+use crate::sys::os::io::Errno;
 
 use crate::fs::fsx;
 use crate::fs::tree::{self, TreeSnapshot};
@@ -181,9 +180,9 @@ pub fn arrive(file_path: &Path) -> table::Arrival {
 
 /// `<file>.lock`.
 pub fn lock_path_of(file_path: &Path) -> PathBuf {
-    let mut bytes = file_path.as_os_str().to_os_string().into_vec();
-    bytes.extend_from_slice(names::LOCK_SUFFIX.as_bytes());
-    PathBuf::from(OsString::from_vec(bytes))
+    let mut path = file_path.as_os_str().to_os_string();
+    path.push(names::LOCK_SUFFIX);
+    PathBuf::from(path)
 }
 
 /// Milliseconds since the epoch, as `Date.now()` gives them.

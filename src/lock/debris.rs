@@ -42,12 +42,11 @@
 
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::OsStrExt;
 use std::sync::{Mutex, OnceLock};
 
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{Dir, FileType, FlockOperation, Mode, OFlags};
-use rustix::io::Errno;
+use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use crate::sys::os::fs::{Dir, FileType, FlockOperation, Mode, OFlags};
+use crate::sys::os::io::Errno;
 
 use crate::fs::fsx::{self, DirIdentity};
 use crate::fs::tree::{self, QUARANTINE_TAG, TreeSnapshot};
@@ -157,8 +156,11 @@ pub fn classify_name(name: &OsStr) -> Option<(&OsStr, Kind, Option<u32>)> {
     if let Some((lock, pid)) = fsx::parse_tagged_name(name, QUARANTINE_TAG) {
         return Some((lock, Kind::Quarantine, Some(pid)));
     }
-    let lock = name.as_bytes().strip_suffix(LEGACY_QUARANTINE_SUFFIX)?;
-    (!lock.is_empty()).then(|| (OsStr::from_bytes(lock), Kind::LegacyQuarantine, None))
+    let lock = name
+        .as_encoded_bytes()
+        .strip_suffix(LEGACY_QUARANTINE_SUFFIX)?;
+    let lock = crate::sys::os::os_str(lock).filter(|lock| !lock.is_empty())?;
+    Some((lock, Kind::LegacyQuarantine, None))
 }
 
 /// How a decision may treat the owner: the default asks the kernel; a
@@ -277,7 +279,7 @@ fn take_turn(dir: BorrowedFd<'_>) -> Option<Turn> {
     if NO_FLOCK.with(std::cell::Cell::get) {
         return Some(Turn::Unsupported);
     }
-    match rustix::fs::flock(dir, FlockOperation::NonBlockingLockExclusive) {
+    match crate::sys::os::fs::flock(dir, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Some(Turn::Taken),
         Err(errno) if is_flock_unsupported(errno) => Some(Turn::Unsupported),
         Err(_) => None,
@@ -401,7 +403,7 @@ pub fn candidates(
     kinds: &[Kind],
     limit: usize,
 ) -> Result<Vec<OsString>, Errno> {
-    let listing = rustix::fs::openat(
+    let listing = crate::sys::os::fs::openat(
         parent,
         ".",
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -412,7 +414,11 @@ pub fn candidates(
     while found.len() < limit {
         let Some(entry) = dir.next() else { break };
         let entry = entry?;
-        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        // A name that is not one the OS can give back (a Windows name
+        // that is not Unicode) cannot be one of ours.
+        let Some(name) = crate::sys::os::os_str(entry.file_name().to_bytes()) else {
+            continue;
+        };
         let Some((lock, kind, _)) = classify_name(name) else {
             continue;
         };
@@ -683,7 +689,7 @@ mod tests {
         let name = format!("f.lock.removing.{dead}.{UUID}");
         plant(&root, &name, Some(&record_of(dead)));
         let turn = fsx::open_dir_nofollow(&root.join(&name)).unwrap();
-        rustix::fs::flock(&turn, FlockOperation::NonBlockingLockExclusive).unwrap();
+        crate::sys::os::fs::flock(&turn, FlockOperation::NonBlockingLockExclusive).unwrap();
         let decisions = reap_all(&root);
         assert_eq!(decisions[0].reason, "busy");
         assert_eq!(listing(&root), std::slice::from_ref(&name));

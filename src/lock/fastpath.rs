@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rustix::fd::BorrowedFd;
+use crate::sys::os::fd::BorrowedFd;
 
 /// An attempt slower than this is not one to make on the caller's thread
 /// (a local one takes well under a millisecond; this leaves room for a
@@ -90,8 +90,8 @@ pub fn is_local(_dir: BorrowedFd<'_>) -> bool {
 mod tests {
     use super::*;
     use crate::fs::fsx;
+    use crate::sys::os::fd::AsFd;
     use crate::testutil::tempdir;
-    use rustix::fd::AsFd;
 
     #[test]
     fn a_directory_earns_the_inline_path_and_loses_it_when_slow() {

@@ -8,8 +8,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use rustix::fd::{AsFd, OwnedFd};
-use rustix::io::Errno;
+use crate::sys::os::fd::{AsFd, OwnedFd};
+use crate::sys::os::io::Errno;
 
 use crate::fs::fsx;
 use crate::fs::tree;

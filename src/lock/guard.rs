@@ -13,9 +13,9 @@
 
 use std::ffi::OsStr;
 
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, FlockOperation};
-use rustix::io::Errno;
+use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use crate::sys::os::fs::{self, FlockOperation};
+use crate::sys::os::io::Errno;
 
 use crate::fs::fsx;
 use crate::fs::tree::TreeSnapshot;

@@ -17,8 +17,8 @@
 use std::ffi::OsStr;
 use std::sync::Arc;
 
-use rustix::fd::{AsFd, BorrowedFd};
-use rustix::io::Errno;
+use crate::sys::os::fd::{AsFd, BorrowedFd};
+use crate::sys::os::io::Errno;
 
 use crate::fs::fsx;
 use crate::lock::identity::INFO_NAME;

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::{Mutex, OnceLock};
 
-use rustix::fd::BorrowedFd;
+use crate::sys::os::fd::BorrowedFd;
 
 use crate::fs::fsx;
 use crate::fs::tree::QUARANTINE_TAG;
@@ -106,7 +106,7 @@ mod tests {
 
     #[test]
     fn a_filesystem_with_a_smaller_limit_per_name_refuses_what_its_quarantine_would_not_fit() {
-        use rustix::fd::AsFd;
+        use crate::sys::os::fd::AsFd;
         let dir = crate::testutil::tempdir("names-limit");
         let parent = fsx::open_anchor(&dir).unwrap();
         // A device that says 143 bytes per name (eCryptfs does).

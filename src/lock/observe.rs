@@ -4,8 +4,8 @@
 
 use std::ffi::OsStr;
 
-use rustix::fd::{AsFd, BorrowedFd};
-use rustix::io::Errno;
+use crate::sys::os::fd::{AsFd, BorrowedFd};
+use crate::sys::os::io::Errno;
 
 use crate::fs::fsx::{self, ReadRefusal};
 use crate::fs::tree::{self, TreeSnapshot, sha256_hex};
@@ -101,7 +101,7 @@ fn observe_lock(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, Obs
         Ok(snapshot) => snapshot,
         Err(err) => return Ok(classify_tree_error(err)),
     };
-    let root = rustix::fs::fstat(&dir).map_err(ObserveError)?;
+    let root = crate::sys::os::fs::fstat(&dir).map_err(ObserveError)?;
     if !snapshot.is_root(&root) {
         return Ok(Observation::Transient {
             code: "tree_changed",

@@ -23,9 +23,9 @@
 
 use std::ffi::{OsStr, OsString};
 
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, AtFlags, FlockOperation, Mode, OFlags, Stat};
-use rustix::io::Errno;
+use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use crate::sys::os::fs::{self, AtFlags, FlockOperation, Mode, OFlags, Stat};
+use crate::sys::os::io::Errno;
 
 use crate::fs::caps::{self, Flag};
 use crate::fs::fsx;
@@ -363,7 +363,7 @@ fn hold_while_unwritten(dir: BorrowedFd<'_>) -> Result<(), PublishError> {
 /// Writes all of `bytes` at `offset`.
 fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8], mut offset: u64) -> Result<(), Errno> {
     while !bytes.is_empty() {
-        match rustix::io::pwrite(fd, bytes, offset) {
+        match crate::sys::os::io::pwrite(fd, bytes, offset) {
             Ok(0) => return Err(Errno::IO),
             Ok(n) => {
                 bytes = &bytes[n..];
@@ -413,7 +413,8 @@ impl Staged {
         lock_name: &OsStr,
         record: &[u8],
     ) -> Result<Staged, PublishError> {
-        let parent = rustix::io::fcntl_dupfd_cloexec(parent, 0).map_err(PublishError::Os)?;
+        let parent =
+            crate::sys::os::io::fcntl_dupfd_cloexec(parent, 0).map_err(PublishError::Os)?;
         let parent_stat = fs::fstat(&parent).map_err(PublishError::Os)?;
         let parent_id = (fsx::dev_of(&parent_stat), fsx::ino_of(&parent_stat));
         let stage = stage_new(parent.as_fd(), lock_name, record)?;

@@ -172,14 +172,17 @@ impl OwnerRecord {
         }
     }
 
-    /// The owner's start in clock ticks since boot, when the record carries
-    /// it in a form this platform can compare (`process_incarnation`
-    /// `linux:<ticks>`, or `start_ticks`).
+    /// The owner's start in the platform's unit, when the record carries
+    /// it in a form this platform can compare: `process_incarnation`
+    /// (`linux:<ticks>`, `windows:<creation FILETIME>`), `start_ticks`, or
+    /// a canonical `start_time` that is itself an incarnation (the original
+    /// module on Windows writes its `start_time` that way).
     pub fn start_ticks(&self) -> Option<u64> {
         self.process_incarnation
             .as_deref()
             .and_then(ticks_of_incarnation)
             .or(self.start_ticks)
+            .or_else(|| self.canonical_start_time().and_then(ticks_of_incarnation))
     }
 
     /// Whether `self` (found on disk) is the generation `expected` names.

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use std::ffi::OsStr;
 
-use rustix::fd::{AsFd, BorrowedFd};
-use rustix::fs::{self, AtFlags, FlockOperation};
+use crate::sys::os::fd::{AsFd, BorrowedFd};
+use crate::sys::os::fs::{self, AtFlags, FlockOperation};
 
 use crate::fs::caps;
 use crate::fs::fsx;

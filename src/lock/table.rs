@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use rustix::fd::{BorrowedFd, OwnedFd};
-use rustix::io::Errno;
+use crate::sys::os::fd::{BorrowedFd, OwnedFd};
+use crate::sys::os::io::Errno;
 
 use crate::fs::fsx;
 use crate::fs::tree::TreeSnapshot;

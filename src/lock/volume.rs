@@ -22,9 +22,9 @@
 
 use std::ffi::OsStr;
 
-use rustix::fd::BorrowedFd;
-use rustix::fs;
-use rustix::io::Errno;
+use crate::sys::os::fd::BorrowedFd;
+use crate::sys::os::fs;
+use crate::sys::os::io::Errno;
 
 /// What the server says stands at a lock name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,8 +111,8 @@ pub fn on_server(parent: BorrowedFd<'_>, name: &OsStr, probe: &OsStr) -> OnServe
 mod tests {
     use super::*;
     use crate::fs::fsx;
+    use crate::sys::os::fd::AsFd;
     use crate::testutil::{listing, tempdir};
-    use rustix::fd::AsFd;
 
     #[test]
     fn the_probe_tells_absent_from_present_and_changes_nothing() {

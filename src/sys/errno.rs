@@ -1,6 +1,6 @@
 //! Errno names and the one definition of "transient".
 
-use rustix::io::Errno;
+use crate::sys::os::io::Errno;
 
 /// The symbolic name of an errno (`"EACCES"`), as Node's `err.code` spells
 /// it, so errors look the same whether fs or exactlock raised them.

@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -109,7 +108,11 @@ pub fn pause(step: &'static str, name: &OsStr) {
             return;
         };
         let matches = delay.only.as_deref().is_none_or(|only| {
-            only.is_empty() || name.as_bytes().windows(only.len()).any(|w| w == only)
+            only.is_empty()
+                || name
+                    .as_encoded_bytes()
+                    .windows(only.len())
+                    .any(|w| w == only)
         });
         match &mut delay.remaining {
             _ if !matches => return,
@@ -158,8 +161,8 @@ pub fn check(step: &'static str) -> Result<(), &'static str> {
 }
 
 /// The errno a fault code stands for, for steps that speak errno.
-pub fn errno_of(code: &str) -> rustix::io::Errno {
-    use rustix::io::Errno;
+pub fn errno_of(code: &str) -> crate::sys::os::io::Errno {
+    use crate::sys::os::io::Errno;
     match code {
         "EBUSY" => Errno::BUSY,
         "EACCES" => Errno::ACCESS,

@@ -27,6 +27,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+#[cfg(unix)]
 use crate::sys::lstart;
 use crate::sys::platform::native;
 
@@ -63,7 +64,12 @@ pub fn this_process() -> Result<Arc<ThisProcess>, ProcMissing> {
         return Ok(this.clone());
     }
     let own = native::own_start()?;
+    // The record's `start_time` as the original module renders it: `ps`'s
+    // `lstart`, or on Windows the incarnation itself.
+    #[cfg(unix)]
     let rendered = own.start_secs.and_then(lstart::format_lstart);
+    #[cfg(windows)]
+    let rendered = own.start_ticks.and_then(incarnation_of_ticks);
     let this = ThisProcess {
         start_time: rendered
             .clone()
@@ -73,7 +79,7 @@ pub fn this_process() -> Result<Arc<ThisProcess>, ProcMissing> {
         pid_ns: native::pid_ns(),
     };
     let complete = rendered.is_some()
-        && this.boot_id.is_some()
+        && (this.boot_id.is_some() || !native::HAS_BOOT_ID)
         && (this.pid_ns.is_some() || !native::HAS_PID_NAMESPACES);
     if complete {
         return Ok(THIS.get_or_init(|| Arc::new(this)).clone());

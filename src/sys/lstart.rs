@@ -37,8 +37,14 @@ pub const CLOCK_SLACK_SECS: u64 = 2;
 /// hidden or absent). Like `ps`, this also answers for a zombie. Always the
 /// OS's own reading, also under `EXACTLOCK_PLATFORM=portable`: the record
 /// needs it, and there is no portable way to have it.
+///
+/// On Windows, which has no `ps`, the original module writes the process's
+/// incarnation instead (`windows:<creation FILETIME>`), and so does this.
 pub fn start_time(pid: u32) -> Option<String> {
-    format_lstart(native::start_secs_of(pid)?)
+    #[cfg(windows)]
+    return native::upstream_start_time(pid);
+    #[cfg(unix)]
+    return format_lstart(native::start_secs_of(pid)?);
 }
 
 /// The wall-clock start, in seconds since the epoch, of a process whose

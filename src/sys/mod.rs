@@ -10,6 +10,7 @@ pub mod errno;
 pub mod faults;
 pub mod incarnation;
 pub mod lstart;
+pub mod os;
 pub mod platform;
 pub mod process;
 pub mod trace;

@@ -9,9 +9,6 @@
 //! `EXACTLOCK_PLATFORM=portable`) has only `kill(pid, 0)` for liveness, with
 //! the start still read the OS's own way, because the record needs it.
 
-use rustix::io::Errno;
-use rustix::process::Pid;
-
 use crate::sys::platform;
 
 /// What the OS says about a pid.
@@ -40,20 +37,22 @@ pub enum Probe {
 /// group and negative values are process groups (-1: every process we may
 /// signal), never a lock owner.
 pub fn probe(pid: u32) -> Probe {
-    if valid_pid(pid).is_none() {
+    if !is_valid_pid(pid) {
         return Probe::Unknown;
     }
+    #[cfg(unix)]
     if platform::is_portable() {
-        platform::portable::probe(pid)
-    } else {
-        platform::native::probe(pid)
+        return platform::portable::probe(pid);
     }
+    platform::native::probe(pid)
 }
 
 /// Whether some process (zombies included) has `pid` in our pid namespace,
 /// by one `kill(pid, 0)`: a cheap "maybe alive" that never proves death
 /// beyond ESRCH. `false` for pids that are no valid positive `pid_t`.
+#[cfg(unix)]
 pub fn exists(pid: u32) -> bool {
+    use rustix::io::Errno;
     valid_pid(pid).is_some_and(|pid| {
         matches!(
             rustix::process::test_kill_process(pid),
@@ -62,10 +61,29 @@ pub fn exists(pid: u32) -> bool {
     })
 }
 
+/// Whether some process has `pid`, exited ones whose object another
+/// process still holds open included: anything but the kernel's "no such
+/// process" (an unreadable answer counts as alive: never proof of death).
+#[cfg(windows)]
+pub fn exists(pid: u32) -> bool {
+    is_valid_pid(pid) && platform::native::probe(pid) != Probe::Gone
+}
+
 /// A pid we may look up: a positive `pid_t`. 0 and values above `i32::MAX`
 /// (negative as `pid_t`) name process groups in `kill(2)`.
-pub fn valid_pid(pid: u32) -> Option<Pid> {
-    Pid::from_raw(i32::try_from(pid).ok()?)
+#[cfg(unix)]
+pub fn valid_pid(pid: u32) -> Option<rustix::process::Pid> {
+    rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)
+}
+
+/// Whether `pid` names a process we may look up: on unix a positive
+/// `pid_t`; on Windows any pid but 0 (the System Idle Process, never an
+/// owner).
+pub fn is_valid_pid(pid: u32) -> bool {
+    #[cfg(unix)]
+    return valid_pid(pid).is_some();
+    #[cfg(windows)]
+    return pid != 0;
 }
 
 /// Repeats a syscall interrupted by a signal (the `/proc` reads of the
@@ -74,7 +92,7 @@ pub fn valid_pid(pid: u32) -> Option<Pid> {
 pub fn retry_intr<T>(mut call: impl FnMut() -> rustix::io::Result<T>) -> rustix::io::Result<T> {
     loop {
         match call() {
-            Err(Errno::INTR) => continue,
+            Err(rustix::io::Errno::INTR) => continue,
             other => return other,
         }
     }

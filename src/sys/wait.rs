@@ -23,12 +23,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+#[cfg(unix)]
 use rustix::event::{PollFd, PollFlags, Timespec};
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::io::Errno;
 use tokio::sync::Notify;
 
-use crate::sys::platform::{self, native, portable};
+use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use crate::sys::os::io::Errno;
+#[cfg(unix)]
+use crate::sys::platform::portable;
+use crate::sys::platform::{self, native};
 
 /// The descriptor a sleeping head polls for this process's signals.
 pub enum WakeFd {
@@ -36,7 +39,11 @@ pub enum WakeFd {
     #[cfg(target_os = "linux")]
     Counter(OwnedFd),
     /// A pipe (macOS, portable): readable while a byte is in it.
+    #[cfg(unix)]
     Pipe { read: OwnedFd, write: OwnedFd },
+    /// A manual-reset event (Windows): set while a signal is pending.
+    #[cfg(windows)]
+    Event(OwnedFd),
 }
 
 /// How a waiter is woken by others in its process: a [`Notify`] for a
@@ -72,11 +79,11 @@ impl Wake {
     /// missed: one sent earlier is seen in what the head then looks at.
     pub fn arm(&self) {
         self.fd.get_or_init(|| {
+            #[cfg(unix)]
             if platform::is_portable() {
-                portable::wake_fd()
-            } else {
-                native::wake_fd()
+                return portable::wake_fd();
             }
+            native::wake_fd()
         });
     }
 
@@ -91,7 +98,10 @@ impl Wake {
         self.fd().map(|fd| match fd {
             #[cfg(target_os = "linux")]
             WakeFd::Counter(fd) => fd.as_fd(),
+            #[cfg(unix)]
             WakeFd::Pipe { read, .. } => read.as_fd(),
+            #[cfg(windows)]
+            WakeFd::Event(event) => event.as_fd(),
         })
     }
 
@@ -100,8 +110,14 @@ impl Wake {
         let Some(fd) = self.pollable() else {
             return false;
         };
-        let mut fds = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
-        rustix::event::poll(&mut fds, Some(&timespec(Duration::ZERO))).is_ok_and(|ready| ready > 0)
+        #[cfg(unix)]
+        {
+            let mut fds = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+            rustix::event::poll(&mut fds, Some(&timespec(Duration::ZERO)))
+                .is_ok_and(|ready| ready > 0)
+        }
+        #[cfg(windows)]
+        native::event_is_set(fd)
     }
 
     /// Wakes the waiter, wherever it waits (a stored permit if it is not
@@ -114,9 +130,12 @@ impl Wake {
             Some(WakeFd::Counter(fd)) => {
                 let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
             }
+            #[cfg(unix)]
             Some(WakeFd::Pipe { write, .. }) => {
                 let _ = rustix::io::write(write, &[1]);
             }
+            #[cfg(windows)]
+            Some(WakeFd::Event(event)) => native::set_event(event.as_fd()),
             None => {}
         }
     }
@@ -134,11 +153,14 @@ impl Wake {
                 let mut buf = [0u8; 8];
                 let _ = rustix::io::read(fd, &mut buf);
             }
+            #[cfg(unix)]
             Some(WakeFd::Pipe { read, .. }) => {
                 let mut buf = [0u8; 512];
                 // Non-blocking: EAGAIN once empty.
                 while matches!(rustix::io::read(read, &mut buf), Ok(n) if n > 0) {}
             }
+            #[cfg(windows)]
+            Some(WakeFd::Event(event)) => native::reset_event(event.as_fd()),
             None => {}
         }
     }
@@ -175,7 +197,7 @@ impl Watch {
 }
 
 fn identity(dir: BorrowedFd<'_>) -> Option<(u64, u64)> {
-    let stat = rustix::fs::fstat(dir).ok()?;
+    let stat = crate::sys::os::fs::fstat(dir).ok()?;
     Some((platform::dev_of(&stat), platform::ino_of(&stat)))
 }
 
@@ -201,11 +223,11 @@ pub enum HolderExit {
 
 /// How to learn that the local process `pid` exits.
 pub fn holder_exit(pid: u32) -> HolderExit {
+    #[cfg(unix)]
     if platform::is_portable() {
-        portable::holder_exit(pid)
-    } else {
-        native::holder_exit(pid)
+        return portable::holder_exit(pid);
     }
+    native::holder_exit(pid)
 }
 
 /// Sleeps on the calling thread until the watched name (or its directory)
@@ -219,6 +241,7 @@ pub fn sleep(
     wake: &Wake,
     timeout: Duration,
 ) -> Woken {
+    #[cfg(unix)]
     if platform::is_portable() {
         // Neither exists under the portable mechanisms.
         debug_assert!(watch.is_none() && holder.is_none());
@@ -279,7 +302,7 @@ impl HeldEvents {
                 crate::debug!(
                     "no kernel watch for a held lock ({}): looking every {} ms instead",
                     crate::sys::errno::errno_code(errno),
-                    portable::HELD_LOOK_EVERY.as_millis()
+                    HELD_LOOK_EVERY.as_millis()
                 );
                 HeldEvents::Timer
             }
@@ -291,10 +314,20 @@ impl HeldEvents {
     pub fn wait(&self, stop: BorrowedFd<'_>) -> Result<(), Errno> {
         match self {
             HeldEvents::Kernel(events) => events.wait(stop),
+            #[cfg(unix)]
             HeldEvents::Timer => portable::held_wait(stop),
+            #[cfg(windows)]
+            HeldEvents::Timer => native::held_wait(stop, HELD_LOOK_EVERY),
         }
     }
 }
+
+/// How often the watch of a held lock looks when the kernel gives no
+/// events (the portable mechanisms, or watches used up).
+#[cfg(unix)]
+pub use portable::HELD_LOOK_EVERY;
+#[cfg(windows)]
+pub const HELD_LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// A cancellation flag that an acquisition can also await, and that wakes
 /// the waiter it is attached to.
@@ -351,6 +384,7 @@ pub async fn until_signalled(wake: &Wake, cancel: &Cancel, delay: Duration) {
 }
 
 /// A `poll` timeout.
+#[cfg(unix)]
 pub fn timespec(duration: Duration) -> Timespec {
     Timespec {
         tv_sec: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),

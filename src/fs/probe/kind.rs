@@ -3,11 +3,11 @@
 //! mount's subtype, `fuse.sshfs`), and the class that follows (who else
 //! may write there).
 
-use rustix::fd::BorrowedFd;
-use rustix::fs;
+use crate::sys::os::fd::BorrowedFd;
+use crate::sys::os::fs;
 #[cfg(target_os = "linux")]
-use rustix::fs::AtFlags;
-use rustix::io::Errno;
+use crate::sys::os::fs::AtFlags;
+use crate::sys::os::io::Errno;
 
 use super::{Class, Mount};
 
@@ -181,7 +181,11 @@ pub(super) fn mount_of(dir: BorrowedFd<'_>, dev: u64) -> Option<Mount> {
         .ok()
         .filter(|statx| statx.stx_mask & fs::StatxFlags::MNT_ID.bits() != 0)
         .map(|statx| statx.stx_mnt_id);
-    let major_minor = format!("{}:{}", rustix::fs::major(dev), rustix::fs::minor(dev));
+    let major_minor = format!(
+        "{}:{}",
+        crate::sys::os::fs::major(dev),
+        crate::sys::os::fs::minor(dev)
+    );
     let entries: Vec<MountInfoLine<'_>> = text.lines().filter_map(parse_mountinfo).collect();
     let by_id = mnt_id.and_then(|id| entries.iter().find(|entry| entry.id == id));
     let found = by_id.or_else(|| {

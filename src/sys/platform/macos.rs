@@ -55,6 +55,10 @@ pub const HOLDER_EVENTS: &str = "kqueue EVFILT_PROC, ";
 /// macOS has no pid namespaces: a record without one is complete.
 pub const HAS_PID_NAMESPACES: bool = false;
 
+/// Whether the OS names its boot (a record of an earlier boot is told by
+/// it): `kern.bootsessionuuid`.
+pub const HAS_BOOT_ID: bool = true;
+
 /// The most decimal digits a pid can have: the kernel's `PID_MAX` is
 /// 99999.
 pub const PID_MAX_DIGITS: usize = 5;

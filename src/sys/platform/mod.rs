@@ -24,28 +24,34 @@
 
 use std::ffi::OsStr;
 use std::path::Path;
+#[cfg(unix)]
 use std::sync::OnceLock;
 
-use rustix::fd::{BorrowedFd, OwnedFd};
-use rustix::fs::{OFlags, RenameFlags, Stat};
-use rustix::io::Errno;
+use crate::sys::os::fd::{BorrowedFd, OwnedFd};
+use crate::sys::os::fs::{OFlags, RenameFlags, Stat};
+use crate::sys::os::io::Errno;
 
 #[cfg(target_os = "linux")]
 pub mod linux;
 #[cfg(target_os = "macos")]
 pub mod macos;
+#[cfg(unix)]
 pub mod portable;
+#[cfg(windows)]
+pub mod windows;
 
 /// The native implementation of the system this is built for.
 #[cfg(target_os = "linux")]
 pub use linux as native;
 #[cfg(target_os = "macos")]
 pub use macos as native;
+#[cfg(windows)]
+pub use windows as native;
 
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+#[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
 compile_error!(
-    "exactlock runs on Linux and macOS only: it needs the kernel's process start times; \
-     see the README's \"Platforms\" section"
+    "exactlock runs on Linux, macOS and Windows only: it needs the kernel's process start \
+     times; see the README's \"Platforms\" section"
 );
 
 /// What a thread is doing about the CPU (see `native::cpu_wait`): its
@@ -62,24 +68,31 @@ pub const SWITCH: &str = "EXACTLOCK_PLATFORM";
 /// Whether the portable mechanisms are forced (`EXACTLOCK_PLATFORM=portable`),
 /// read once when the module loads: a process never mixes the two.
 pub fn is_portable() -> bool {
-    static PORTABLE: OnceLock<bool> = OnceLock::new();
-    #[cfg(test)]
+    #[cfg(all(test, unix))]
     if FORCED.with(std::cell::Cell::get) {
         return true;
     }
-    *PORTABLE.get_or_init(|| {
-        std::env::var_os(SWITCH).is_some_and(|value| value.as_encoded_bytes() == b"portable")
-    })
+    #[cfg(unix)]
+    {
+        static PORTABLE: OnceLock<bool> = OnceLock::new();
+        *PORTABLE.get_or_init(|| {
+            std::env::var_os(SWITCH).is_some_and(|value| value.as_encoded_bytes() == b"portable")
+        })
+    }
+    // Windows has one set of mechanisms: the POSIX fallbacks do not exist
+    // there, so the switch is not read.
+    #[cfg(windows)]
+    false
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 thread_local! {
     static FORCED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Runs `test` with the portable mechanisms forced on this thread only (a
 /// unit test cannot set the switch: it is read once per process).
-#[cfg(test)]
+#[cfg(all(test, unix))]
 pub fn forcing_portable<T>(test: impl FnOnce() -> T) -> T {
     FORCED.with(|forced| forced.set(true));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(test));
@@ -113,7 +126,7 @@ pub struct ProcMissing;
 
 /// A file's device number as the crate carries it: compared, used as a
 /// key, and given to JavaScript in decimal. The platform's `dev_t` differs
-/// in width and sign (rustix's [`rustix::fs::Dev`]), so each platform
+/// in width and sign (rustix's [`crate::sys::os::fs::Dev`]), so each platform
 /// widens its own ([`native::dev_number`]) to the `u64` that Node's
 /// `fs.statSync(path, { bigint: true }).dev` reports for the same file.
 pub fn dev_of(stat: &Stat) -> u64 {
@@ -147,7 +160,7 @@ pub fn rename_with(
     }
     // rustix maps the flags to `renameat2` on Linux and to `renameatx_np`
     // (`RENAME_EXCL`, `RENAME_SWAP`) on macOS.
-    rustix::fs::renameat_with(src_dir, src_name, dst_dir, dst_name, flags)
+    crate::sys::os::fs::renameat_with(src_dir, src_name, dst_dir, dst_name, flags)
 }
 
 /// Opens the directory `path` with `flags` in one call that refuses a

@@ -30,6 +30,10 @@ pub const HOLDER_EVENTS: &str = "the holder's pidfd, ";
 /// Linux has pid namespaces: a record without one is incomplete.
 pub const HAS_PID_NAMESPACES: bool = true;
 
+/// Whether the OS names its boot (a record of an earlier boot is told by
+/// it): `/proc/sys/kernel/random/boot_id`.
+pub const HAS_BOOT_ID: bool = true;
+
 /// The most decimal digits a pid can have: `pid_max` may be raised to at
 /// most `PID_MAX_LIMIT`, 4194304 (2^22) on 64-bit kernels (32768 on
 /// 32-bit ones), whatever this machine's `pid_max` is now.

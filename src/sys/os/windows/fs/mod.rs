@@ -1,0 +1,23 @@
+//! rustix's `fs` on Windows: handle-relative opens, renames, deletions,
+//! stats, listings and locks (see the parent module's docs).
+
+mod arg;
+mod at;
+mod change;
+mod dir;
+mod flags;
+mod lock;
+mod mode;
+mod path;
+mod stat;
+mod volume;
+
+pub use at::{mkdirat, openat, statat};
+pub use change::{linkat, renameat, renameat_with, unlinkat};
+pub use dir::Dir;
+pub use flags::{AtFlags, FlockOperation, Mode, OFlags, RenameFlags, StatVfsMountFlags};
+pub use lock::flock;
+pub use mode::{chmodat, fchmod};
+pub use path::{chmod, lstat, open, stat};
+pub use stat::{Dev, FileType, Stat, fstat};
+pub use volume::fstatvfs;
