@@ -44,9 +44,20 @@ emulated_started=$SECONDS
 npm run --silent test:emulated
 emulated=$((SECONDS - emulated_started))
 
+echo "== Windows: mingw, Wine and node.exe (.ci/windows-setup.sh)"
+windows_started=$SECONDS
+bash .ci/windows-setup.sh
+echo "== cargo clippy for x86_64-pc-windows-gnu (-Zbuild-std)"
+( . "${XPLAT_DIR:-$HOME/.cache/exactlock-cross}/windows.sh"
+  cargo clippy --quiet -Zbuild-std=std,panic_abort --target x86_64-pc-windows-gnu -- -D warnings )
+echo "clippy x86_64-pc-windows-gnu: clean"
+echo "== the Windows binary built (mingw) and its suite run by Windows node.exe under Wine: npm run test:windows"
+npm run --silent test:windows
+windowed=$((SECONDS - windows_started))
+
 echo "== the publish path, dry run against a local registry: npm run test:release"
 release_started=$SECONDS
 npm run --silent test:release
 released=$((SECONDS - release_started))
 
-echo "== other platforms: builds ${built} s, macOS clippy ${linted} s, emulated runs ${emulated} s, release dry run ${released} s, total $((SECONDS - started)) s"
+echo "== other platforms: builds ${built} s, macOS clippy ${linted} s, emulated runs ${emulated} s, Windows ${windowed} s, release dry run ${released} s, total $((SECONDS - started)) s"

@@ -14,9 +14,12 @@ const { spawn } = require("node:child_process");
 const [dist, counter, sections, processes] = process.argv.slice(2);
 const lib = require(`${dist}/index.js`);
 
-/** The exactlock .node files mapped into this process (Linux: /proc/self/maps). */
+/** The exactlock .node files mapped into this process (Linux: /proc/self/maps; Windows: Node's report of its DLLs). */
 function loadedBinaries() {
-  const files = fs.readFileSync("/proc/self/maps", "utf8").split("\n").map((line) => line.split(/\s+/)[5]);
+  const files =
+    process.platform === "win32"
+      ? process.report.getReport().sharedObjects.map((file) => file.replaceAll("\\", "/"))
+      : fs.readFileSync("/proc/self/maps", "utf8").split("\n").map((line) => line.split(/\s+/)[5]);
   return [...new Set(files.filter((file) => file && /exactlock[^/]*\.node$/.test(file)))];
 }
 

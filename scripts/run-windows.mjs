@@ -1,0 +1,92 @@
+#!/usr/bin/env node
+// Builds the Windows binary here and runs the Windows suite with the official Windows
+// node.exe under Wine (npm run test:windows):
+//
+//   1. `napi build --target x86_64-pc-windows-gnu` with Debian's Rust and -Zbuild-std, linked
+//      by mingw-w64 against an import library of node.exe's napi functions
+//      (.ci/windows-setup.sh makes it and the Wine prefix; .ci/cross-setup.sh the toolchain);
+//   2. the DLL copied as native/exactlock.win32-x64-msvc.node, the name napi's loader looks
+//      for under an official (MSVC-built) node.exe — the ABI a napi addon uses is C's, so a
+//      mingw-built DLL loads there (the release packages are built with MSVC by the workflow);
+//   3. `node.exe --test __test__/windows/` under Wine. node.exe cannot write to a pipe under
+//      Wine (EBADF), so the reporter writes a file, printed here.
+//
+//   node scripts/run-windows.mjs [--no-build]
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { ROOT } from "./targets.mjs";
+
+const XPLAT_DIR = process.env.XPLAT_DIR ?? path.join(os.homedir(), ".cache", "exactlock-cross");
+const TRIPLE = "x86_64-pc-windows-gnu";
+
+function fail(message) {
+  console.error(`run-windows: ${message}`);
+  process.exit(1);
+}
+
+/** The variables env.sh and windows.sh export, read by a shell that sources them. */
+function crossEnv() {
+  const scripts = ["env.sh", "windows.sh"].map((name) => path.join(XPLAT_DIR, name));
+  const missing = scripts.filter((file) => !fs.existsSync(file));
+  if (missing.length) fail(`${missing.join(", ")} missing: run .ci/cross-setup.sh and .ci/windows-setup.sh (as root)`);
+  const shell = spawnSync("bash", ["-c", `${scripts.map((file) => `. '${file}'`).join(" && ")} && env -0`], {
+    encoding: "utf8",
+  });
+  if (shell.status !== 0) fail(`sourcing ${scripts.join(", ")} failed: ${shell.stderr}`);
+  return Object.fromEntries(
+    shell.stdout
+      .split("\0")
+      .filter(Boolean)
+      .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]),
+  );
+}
+
+/** `/work/x` as Wine's node.exe names it: `Z:\work\x`. */
+function winePath(unixPath) {
+  return `Z:${path.resolve(unixPath).replaceAll("/", "\\")}`;
+}
+
+function build(env) {
+  console.log(`== napi build --target ${TRIPLE} (-Zbuild-std, mingw-w64)`);
+  const started = Date.now();
+  const result = spawnSync(
+    "npx",
+    ["napi", "build", "--platform", "--release", "--output-dir", "native", "--target", TRIPLE, "--", "-Zbuild-std=std,panic_abort"],
+    { cwd: ROOT, env, stdio: "inherit" },
+  );
+  if (result.status !== 0) fail(`napi build exited with ${result.status ?? result.signal}`);
+  const built = path.join(ROOT, "native", "exactlock.win32-x64-gnu.node");
+  const loaded = path.join(ROOT, "native", "exactlock.win32-x64-msvc.node");
+  fs.copyFileSync(built, loaded);
+  console.log(`   built in ${((Date.now() - started) / 1000).toFixed(0)} s; copied as ${path.relative(ROOT, loaded)}`);
+}
+
+function runSuite(env) {
+  const report = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-windows-")), "report.txt");
+  const suite = path.join(ROOT, "__test__", "windows", "lock.test.mjs");
+  const args = [
+    env.NODE_WIN,
+    "--test",
+    "--test-reporter=spec",
+    `--test-reporter-destination=${winePath(report)}`,
+    winePath(suite),
+  ];
+  console.log(`== Windows node.exe under Wine: node.exe --test ${path.relative(ROOT, suite)}`);
+  const started = Date.now();
+  const result = spawnSync(env.WINE, args, {
+    cwd: ROOT,
+    env: { ...env, EXACTLOCK_DIST: winePath(path.join(ROOT, "dist")) },
+    stdio: ["ignore", "ignore", "inherit"],
+    timeout: 10 * 60_000,
+  });
+  console.log(fs.existsSync(report) ? fs.readFileSync(report, "utf8") : "(no report written)");
+  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  if (result.status !== 0) fail(`node.exe --test exited with ${result.status ?? result.signal} after ${seconds} s`);
+  console.log(`run-windows: passed in ${seconds} s`);
+}
+
+const env = crossEnv();
+if (!process.argv.includes("--no-build")) build(env);
+runSuite(env);
