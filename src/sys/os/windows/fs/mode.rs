@@ -12,6 +12,7 @@ use super::super::fd::{AsFd, BorrowedFd, OwnedFd};
 use super::super::io::Errno;
 use super::super::nt::{self, Create};
 use super::arg::{Arg, component_of};
+use super::at::open_for_attributes;
 use super::flags::{AtFlags, Mode};
 use super::stat;
 
@@ -81,18 +82,7 @@ pub fn chmodat<Fd: AsFd, P: Arg>(
     flags: AtFlags,
 ) -> Result<(), Errno> {
     let name = component_of(name)?;
-    let options = if flags.contains(AtFlags::SYMLINK_NOFOLLOW) {
-        FILE_OPEN_REPARSE_POINT
-    } else {
-        0
-    };
-    let create = Create {
-        access: SYNCHRONIZE | FILE_READ_ATTRIBUTES,
-        attributes: FILE_ATTRIBUTE_NORMAL,
-        disposition: FILE_OPEN,
-        options,
-    };
-    fchmod(nt::open_at(dir.as_fd(), &name, create)?, mode)
+    fchmod(open_for_attributes(dir.as_fd(), &name, flags)?, mode)
 }
 
 /// A second handle to the file `fd` is open on, allowed to change its

@@ -6,7 +6,6 @@ pub use errno::Errno;
 
 use std::os::windows::io::AsRawHandle;
 
-use windows_sys::Win32::Foundation::{ERROR_HANDLE_EOF, GetLastError};
 use windows_sys::Win32::Storage::FileSystem::{ReadFile, WriteFile};
 use windows_sys::Win32::System::IO::OVERLAPPED;
 
@@ -56,37 +55,6 @@ pub fn write<Fd: AsFd>(fd: Fd, buf: &[u8]) -> Result<usize> {
 /// the crate never mixes positioned and positional writes on one handle.
 pub fn pwrite<Fd: AsFd>(fd: Fd, buf: &[u8], offset: u64) -> Result<usize> {
     write_with(fd.as_fd(), buf, Some(offset))
-}
-
-/// `pread(fd, buf, offset)`, the read twin of [`pwrite`]. `Ok(0)` at or
-/// past the end of the file.
-pub fn pread<Fd: AsFd>(fd: Fd, buf: &mut [u8], offset: u64) -> Result<usize> {
-    let mut overlapped = overlapped_at(offset);
-    let mut done = 0u32;
-    // SAFETY: as in `read`; `overlapped` lives on this frame for the whole
-    // synchronous call.
-    #[allow(unsafe_code)]
-    let ok = unsafe {
-        ReadFile(
-            fd.as_fd().as_raw_handle(),
-            buf.as_mut_ptr(),
-            clamp_len(buf.len()),
-            &mut done,
-            &mut overlapped,
-        )
-    };
-    if ok == 0 {
-        // SAFETY: reads the calling thread's last-error value.
-        #[allow(unsafe_code)]
-        let code = unsafe { GetLastError() };
-        // A positioned read past the end reports EOF as an error.
-        return if code == ERROR_HANDLE_EOF {
-            Ok(0)
-        } else {
-            Err(Errno::from_win32(code))
-        };
-    }
-    Ok(done as usize)
 }
 
 /// An `OVERLAPPED` naming byte `offset` of the file.
