@@ -138,6 +138,31 @@ test("the record is the original module's on Windows, byte for byte: start_time 
   await exited;
 });
 
+test("a garbage collector removes a dead holder's lock exactly, and never the successor that took its name", async () => {
+  const file = path.join(scratch("gc"), "state.json");
+  const lockDir = `${file}.lock`;
+  // Judged dead, removed: the exact removal runs in place on Windows.
+  const first = await startHolder(file, 60_000);
+  first.child.kill();
+  await first.exited;
+  const dead = await lib.readFileLockInfoForGc(lockDir);
+  assert.ok(dead, "the dead holder's record is read");
+  assert.equal(await lib.removeFileLockDirForGc(lockDir, dead), "removed");
+  assert.equal(fs.existsSync(lockDir), false);
+  // Judged dead, but a waiter reclaimed and published its own lock before the collector acts.
+  const second = await startHolder(file, 60_000);
+  second.child.kill();
+  await second.exited;
+  const judged = await lib.readFileLockInfoForGc(lockDir);
+  assert.ok(judged);
+  const release = await lib.acquireLock(file, { retries: 0 });
+  const successor = fs.readFileSync(`${lockDir}/info`, "utf8");
+  assert.equal(await lib.removeFileLockDirForGc(lockDir, judged), "owner_changed");
+  assert.equal(fs.readFileSync(`${lockDir}/info`, "utf8"), successor, "the successor's lock is untouched");
+  await release();
+  assert.equal(fs.existsSync(lockDir), false);
+});
+
 test("a release while another process holds the record open succeeds after its retries, or fails coded and removes nothing", async () => {
   const file = path.join(scratch("open"), "state.json");
   const release = await lib.acquireLock(file, { retries: 0 });

@@ -213,6 +213,24 @@ pub fn remove_dir_settled(
     }
 }
 
+/// Removes the empty directory `ours`, which the caller has just found at
+/// `dir/name`: on unix by its name ([`remove_dir_settled`]; removers take
+/// turns by `flock`, and `rmdir` removes only an empty directory); on
+/// Windows through `ours` itself, so whatever took the name meanwhile is
+/// never what goes (NTFS has no locks on directories to take turns by).
+#[cfg_attr(windows, allow(unused_variables))]
+pub fn remove_own_dir(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    ours: BorrowedFd<'_>,
+    settle: &mut FuseSettle,
+) -> Result<(), Errno> {
+    #[cfg(unix)]
+    return remove_dir_settled(dir, name, ours, settle);
+    #[cfg(windows)]
+    return fs::remove_dir_open(ours);
+}
+
 /// Whether `dir/name` holds nothing but libfuse's hidden names (or
 /// nothing at all).
 fn holds_only_fuse_hidden(dir: BorrowedFd<'_>, name: &OsStr) -> bool {

@@ -403,17 +403,23 @@ pub fn exact_remove_tree_at(
         Err(_) => return ExactUnlinkOutcome::refused("io_error"),
     }
 
+    // On Windows no `flock` made other removers wait (NTFS has no locks
+    // on directories), and a detach renames by name: a successor a
+    // reclaimer published since the check above would be what moves. There
+    // the tree is removed in place, through the root it verifies, its own
+    // directory last through that same handle (`fsx::remove_own_dir`).
+    if cfg!(windows) {
+        drop(root);
+        return in_place(parent, name, expected, examined);
+    }
+
     // 2. Detach: a successor that takes the original name from now on is
     //    never in reach of the deletion.
     let (removing, detach) = detach(parent, name);
     if !detach.ok {
         if detach.refused_with(Refusal::CrossDevice) {
             // 4, in place (see the module docs).
-            let outcome = remove_tree_in_place_at(parent, name, expected);
-            return match outcome.code {
-                Some("identity_mismatch") => outcome.detached_at(examined),
-                _ => outcome,
-            };
+            return in_place(parent, name, expected, examined);
         }
         let code = if detach.refused_with(Refusal::DestinationExists) {
             "quarantine_collision"
@@ -449,6 +455,21 @@ pub fn exact_remove_tree_at(
             }
         }
         Err(code) => put_back(parent, &removing, name, code, detached_path, parent_path),
+    }
+}
+
+/// [`remove_tree_in_place_at`] for an exact removal that does not detach:
+/// a tree that is not what was judged is reported where it stands.
+fn in_place(
+    parent: BorrowedFd<'_>,
+    name: &OsStr,
+    expected: &TreeSnapshot,
+    examined: PathBuf,
+) -> ExactUnlinkOutcome {
+    let outcome = remove_tree_in_place_at(parent, name, expected);
+    match outcome.code {
+        Some("identity_mismatch") => outcome.detached_at(examined),
+        _ => outcome,
     }
 }
 
@@ -565,7 +586,7 @@ fn delete_verified(
         Ok(_) => return Err(TreeError::TreeChanged),
         Err(errno) => return Err(TreeError::Io(errno)),
     }
-    let removed = match fsx::remove_dir_settled(parent, name, root.as_fd(), &mut settle) {
+    let removed = match fsx::remove_own_dir(parent, name, root.as_fd(), &mut settle) {
         Ok(()) | Err(Errno::NOENT) => Ok(()),
         Err(Errno::NOTEMPTY | Errno::EXIST) => Err(TreeError::TreeChanged),
         Err(other) => Err(TreeError::Io(other)),
@@ -622,12 +643,12 @@ fn delete_children(
                 if !still_ours {
                     return Err(TreeError::TreeChanged);
                 }
-                fsx::remove_dir_settled(dir, name, child.as_fd(), settle).map_err(|errno| {
-                    match errno {
+                fsx::remove_own_dir(dir, name, child.as_fd(), settle).map_err(
+                    |errno| match errno {
                         Errno::NOTEMPTY | Errno::EXIST => TreeError::TreeChanged,
                         other => TreeError::Io(other),
-                    }
-                })?;
+                    },
+                )?;
             }
         }
     }

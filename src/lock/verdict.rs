@@ -133,6 +133,9 @@ pub fn liveness_of(record: &OwnerRecord, observer: &Observer<'_>) -> Liveness {
     let Some(pid) = record.pid_u32() else {
         return Liveness::Unknown;
     };
+    if written_under_another_os(record) {
+        return Liveness::ForeignKernel;
+    }
     if let (Some(theirs), Some(ours)) = (record.boot_id.as_deref(), observer.boot_id.as_deref())
         && theirs != ours
     {
@@ -160,6 +163,18 @@ pub fn liveness_of(record: &OwnerRecord, observer: &Observer<'_>) -> Liveness {
         Probe::Gone => Liveness::Dead,
         Probe::Unknown => Liveness::Unknown,
     }
+}
+
+/// A record written under another OS's kernel: its incarnation (or a
+/// `start_time` written as one) is another platform's (`windows:` read on
+/// Linux, `linux:` read on Windows), or it carries a boot id where this OS
+/// names no boot (a unix record read on Windows). Its pid names nobody we
+/// can probe: a local process with that pid, or none, proves nothing.
+fn written_under_another_os(record: &OwnerRecord) -> bool {
+    let foreign = |value: Option<&str>| value.is_some_and(incarnation::is_foreign_incarnation);
+    foreign(record.process_incarnation.as_deref())
+        || foreign(record.canonical_start_time())
+        || (record.boot_id.is_some() && !incarnation::names_its_boot())
 }
 
 /// The owner of a record from another boot id: dead with an earlier boot
@@ -415,6 +430,38 @@ mod tests {
 
     fn liveness(record: &OwnerRecord, probe: impl Fn(u32) -> Probe) -> Liveness {
         liveness_of(record, &observer(&probe))
+    }
+
+    #[test]
+    fn a_record_written_under_another_os_is_never_proven_dead_or_reused_by_a_local_pid() {
+        // Windows' own form, read on Linux: the process_incarnation exactlock
+        // writes there, and the start_time the original module writes there.
+        let windows = "windows:134095012345678901";
+        let by_incarnation = OwnerRecord {
+            process_incarnation: Some(windows.into()),
+            ..record(None, Some(windows), Some("utc-v1"))
+        };
+        let by_start_time = record(None, Some(windows), Some("utc-v1"));
+        for foreign in [&by_incarnation, &by_start_time] {
+            for probe in [
+                Probe::Gone,
+                Probe::Exited,
+                Probe::Running {
+                    start_ticks: Some(7),
+                },
+            ] {
+                let answer = probe.clone();
+                let said = liveness(foreign, move |_| answer.clone());
+                assert_eq!(said, Liveness::ForeignKernel, "{foreign:?} with {probe:?}");
+                assert!(!said.proves_gone());
+            }
+        }
+        // Linux's own form stays ours: a gone pid is dead.
+        let ours = OwnerRecord {
+            process_incarnation: Some("linux:7".into()),
+            ..record(None, Some(&t0()), Some("utc-v1"))
+        };
+        assert_eq!(liveness(&ours, |_| Probe::Gone), Liveness::Dead);
     }
 
     fn verdict(

@@ -104,6 +104,26 @@ pub fn incarnation_of_ticks(ticks: u64) -> Option<String> {
     native::INCARNATION_PREFIX.map(|prefix| format!("{prefix}{ticks}"))
 }
 
+/// The incarnation prefixes of the platforms that write one, this one's
+/// among them.
+const WRITTEN_PREFIXES: [&str; 2] = ["linux:", "windows:"];
+
+/// Whether `value` (a record's `process_incarnation`, or a `start_time`
+/// written as one) is of another platform's form: its owner ran under
+/// another OS's kernel (Windows and WSL2 sharing `C:`, a Mac and a Linux
+/// box sharing a mount), so no pid of ours names it.
+pub fn is_foreign_incarnation(value: &str) -> bool {
+    WRITTEN_PREFIXES
+        .iter()
+        .any(|prefix| value.starts_with(prefix) && native::INCARNATION_PREFIX != Some(prefix))
+}
+
+/// Whether this OS names its boots (a record carrying a boot id where it
+/// names none was written under another kernel).
+pub fn names_its_boot() -> bool {
+    native::HAS_BOOT_ID
+}
+
 /// The ticks of an incarnation string written on this platform, `None`
 /// for any other form (another platform's, or not one at all).
 pub fn ticks_of_incarnation(incarnation: &str) -> Option<u64> {

@@ -193,12 +193,25 @@ fn process_id(process: BorrowedHandle<'_>) -> u32 {
     unsafe { GetProcessId(process.as_raw_handle()) }
 }
 
-/// The creation time of the process behind `process`, a `FILETIME` as one
-/// number: 100 ns intervals since 1601-01-01 UTC. Set once, when the
-/// process object is created, and never moved by a clock step: the
-/// incarnation.
-#[allow(unsafe_code)]
+/// When the process behind `process` was created and, once it has exited,
+/// when it exited: `FILETIME`s as numbers, 100 ns intervals since
+/// 1601-01-01 UTC. The creation time is set once, when the process object
+/// is created, and never moved by a clock step: the incarnation. The exit
+/// time is zero while the process runs.
+#[derive(Clone, Copy)]
+struct Times {
+    created: u64,
+    exited: u64,
+}
+
+/// The creation time of the process behind `process` (see [`Times`]).
 fn creation_ticks(process: BorrowedHandle<'_>) -> Option<u64> {
+    process_times(process).map(|times| times.created)
+}
+
+/// `GetProcessTimes` of `process`; `None` if it cannot be read.
+#[allow(unsafe_code)]
+fn process_times(process: BorrowedHandle<'_>) -> Option<Times> {
     let zero = FILETIME {
         dwLowDateTime: 0,
         dwHighDateTime: 0,
@@ -217,8 +230,13 @@ fn creation_ticks(process: BorrowedHandle<'_>) -> Option<u64> {
             &raw mut user,
         )
     };
-    let ticks = (u64::from(created.dwHighDateTime) << 32) | u64::from(created.dwLowDateTime);
-    (ok != 0 && ticks != 0).then_some(ticks)
+    let number =
+        |time: FILETIME| (u64::from(time.dwHighDateTime) << 32) | u64::from(time.dwLowDateTime);
+    let times = Times {
+        created: number(created),
+        exited: number(exited),
+    };
+    (ok != 0 && times.created != 0).then_some(times)
 }
 
 /// Whether `pid` runs, has exited (its object lingers because someone
@@ -228,10 +246,11 @@ fn creation_ticks(process: BorrowedHandle<'_>) -> Option<u64> {
 /// - opened, and the handle is signalled: the process has exited, whatever
 ///   its exit code (a process may exit with `STILL_ACTIVE`, 259, so the
 ///   code alone proves nothing).
-/// - `ERROR_ACCESS_DENIED` (a protected or another session's process): it
-///   exists; its start is read with the query right alone if that is
-///   granted. Whether it has exited cannot be told without `SYNCHRONIZE`:
-///   it reads as running, which only makes a waiter wait.
+/// - `ERROR_ACCESS_DENIED` (a protected or another user's process, which
+///   denies `SYNCHRONIZE`): it exists; with the query right alone its
+///   times are read: an exit time proves it has exited (its object
+///   lingers), else it runs. Without even that right it reads as running,
+///   which only makes a waiter wait.
 pub fn probe(pid: u32) -> Probe {
     if pid == 0 {
         return Probe::Unknown;
@@ -242,9 +261,17 @@ pub fn probe(pid: u32) -> Probe {
             start_ticks: creation_ticks(process.as_handle()),
         },
         Err(ERROR_INVALID_PARAMETER) => Probe::Gone,
-        Err(ERROR_ACCESS_DENIED) => Probe::Running {
-            start_ticks: start_ticks(pid),
-        },
+        Err(ERROR_ACCESS_DENIED) => {
+            let times = open_process(pid, PROCESS_QUERY_LIMITED_INFORMATION)
+                .ok()
+                .and_then(|process| process_times(process.as_handle()));
+            match times {
+                Some(times) if times.exited != 0 => Probe::Exited,
+                times => Probe::Running {
+                    start_ticks: times.map(|times| times.created),
+                },
+            }
+        }
         Err(_) => Probe::Unknown,
     }
 }

@@ -133,8 +133,9 @@ pub fn open_component(
 }
 
 /// A new open of the file `dir` is open on (`.`): its own file position
-/// and listing state. Nothing is created and no link is followed (the
-/// handle is already open on what it is).
+/// and listing state. Nothing is created, and the open is of the object
+/// itself (`FILE_OPEN_REPARSE_POINT`): a reparse point set on the directory
+/// since `dir` was opened is not followed elsewhere.
 ///
 /// Wine reopens by the path the handle was opened with, so for a
 /// directory renamed since, the open or the first use of the new handle
@@ -145,7 +146,7 @@ pub fn open_component(
 fn reopen(dir: BorrowedFd<'_>, create: Create) -> Result<OwnedFd, Errno> {
     let create = Create {
         disposition: FILE_OPEN,
-        options: create.options & !FILE_OPEN_REPARSE_POINT,
+        options: create.options | FILE_OPEN_REPARSE_POINT,
         ..create
     };
     let reopened = nt::open_at(dir, &[], create).and_then(|handle| {
@@ -178,7 +179,7 @@ fn refuse_link(
         dir,
         name,
         Create {
-            options: create.options & !FILE_OPEN_REPARSE_POINT,
+            options: create.options | FILE_OPEN_REPARSE_POINT,
             disposition: FILE_OPEN,
             ..create
         },

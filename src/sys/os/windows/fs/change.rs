@@ -74,6 +74,22 @@ pub fn unlinkat<Fd: AsFd, P: Arg>(dir: Fd, name: P, flags: AtFlags) -> Result<()
     delete_open(target.as_fd())
 }
 
+/// Removes the directory `dir` is open on, not whatever has its name now:
+/// reopened through the handle itself with `DELETE` (the object, never a
+/// link's target), then deleted; `ENOTEMPTY` if it holds anything. Unix
+/// has no such call; there the caller checks the name right before an
+/// `rmdir` by name, and `flock` makes removers take turns.
+pub fn remove_dir_open(dir: BorrowedFd<'_>) -> Result<(), Errno> {
+    let create = Create {
+        access: DELETE | SYNCHRONIZE | FILE_READ_ATTRIBUTES,
+        attributes: FILE_ATTRIBUTE_NORMAL,
+        disposition: FILE_OPEN,
+        options: FILE_DIRECTORY_FILE | FILE_OPEN_REPARSE_POINT,
+    };
+    let target = nt::open_at(dir, &[], create)?;
+    delete_open(target.as_fd())
+}
+
 /// `name` opened for deletion if it is a link with the directory attribute
 /// (a directory symlink or junction); `EISDIR` for a real directory.
 fn open_directory_link(dir: BorrowedFd<'_>, name: &[u16]) -> Result<OwnedFd, Errno> {
