@@ -103,6 +103,8 @@ function napi(args, env = process.env) {
     cwd: ROOT,
     env,
     stdio: "inherit",
+    // npx is npx.cmd on Windows, which only a shell runs.
+    shell: process.platform === "win32",
   });
   if (result.status !== 0) fail(`napi build ${args.join(" ")} exited with ${result.status ?? result.signal}`);
 }
