@@ -43,7 +43,7 @@ function crossEnv() {
   );
 }
 
-/** `/work/x` as Wine's node.exe names it: `Z:\work\x`. */
+/** `/home/me/x` as Wine's node.exe names it: `Z:\home\me\x` (Wine maps `/` to drive Z:). */
 function winePath(unixPath) {
   return `Z:${path.resolve(unixPath).replaceAll("/", "\\")}`;
 }
