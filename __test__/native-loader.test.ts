@@ -38,6 +38,7 @@ describe("loading the native binary", () => {
     expect(platformName("linux", "x64", true)).toBe("linux-x64-gnu");
     expect(platformName("linux", "arm64", false)).toBe("linux-arm64-musl");
     expect(platformName("darwin", "arm64", true)).toBe("darwin-arm64");
+    expect(platformName("win32", "arm64", false)).toBe("win32-arm64-msvc");
     expect(PREBUILT_PLATFORMS).toContain(platformName());
   });
 

@@ -1,7 +1,7 @@
 /**
  * What a release refuses (scripts/stage-release.mjs, scripts/publish-release.mjs), run on a
  * copy of this repository's release inputs in a temp folder with one thing wrong in each.
- * The whole path done right (six platform packages staged, published to a local registry
+ * The whole path done right (every platform package staged, published to a local registry
  * and installed per target) is `npm run test:release`, which .ci/run runs once every target
  * is built.
  */

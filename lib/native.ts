@@ -17,17 +17,21 @@ export const PREBUILT_PLATFORMS = [
   "linux-arm64-musl",
   "darwin-arm64",
   "darwin-x64",
+  "win32-x64-msvc",
+  "win32-arm64-msvc",
 ] as const;
 
 /** The `code` of the error thrown when no native binary fits this machine. */
 export const NO_BINARY_CODE = "ERR_EXACTLOCK_NO_BINARY";
 
-/** This process's platform as a prebuilt package names it: `linux-x64-gnu`, `darwin-arm64`. */
+/** This process's platform as a prebuilt package names it: `linux-x64-gnu`, `darwin-arm64`, `win32-x64-msvc`. */
 export function platformName(
   platform: string = process.platform,
   arch: string = process.arch,
   glibc: boolean = runsOnGlibc(),
 ): string {
+  // Windows packages are named for the MSVC ABI the official node.exe is built with.
+  if (platform === "win32") return `${platform}-${arch}-msvc`;
   if (platform !== "linux") return `${platform}-${arch}`;
   return `${platform}-${arch}-${glibc ? "gnu" : "musl"}`;
 }
@@ -75,8 +79,7 @@ export function noBinaryError(
       `node_modules/exactlock-${found}/exactlock.${found}.node next to it (README, "Bundling").`;
   } else if (!supported) {
     message =
-      `exactlock: no prebuilt binary for ${where} (prebuilt: ${PREBUILT_PLATFORMS.join(", ")}` +
-      `${found.startsWith("win32") ? "; no Windows package is published yet" : ""}). ` +
+      `exactlock: no prebuilt binary for ${where} (prebuilt: ${PREBUILT_PLATFORMS.join(", ")}). ` +
       "Build one from source: README, \"No binary for this machine\".";
   } else if (present) {
     message =

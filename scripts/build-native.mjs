@@ -20,7 +20,8 @@
 //   EXACTLOCK_BUILD=host  this machine's toolchain only
 //
 // Another platform's binary (--target) is linked by zig through cargo-zigbuild
-// (glibc 2.17, musl, or Mach-O; a Mac links either darwin binary itself), with
+// (glibc 2.17, musl, or Mach-O; a Mac links either darwin binary itself; Windows,
+// on a machine that is not Windows, is built as MinGW: see buildWindowsHere), with
 // MACOSX_DEPLOYMENT_TARGET set to the macOS floor of scripts/targets.mjs. Its
 // standard library comes prebuilt with the toolchain (`rustup target add TRIPLE`)
 // or, where the toolchain has none but carries the library's source (Debian's
@@ -39,7 +40,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { checkArtifact, printReport } from "./check-artifact.mjs";
-import { GLIBC_FLOOR, ROOT, binaryPath, findTarget, shippedTargets } from "./targets.mjs";
+import { BINARY_NAME, GLIBC_FLOOR, ROOT, binaryPath, findTarget, shippedTargets } from "./targets.mjs";
 
 const OUT = path.join(ROOT, "native");
 
@@ -136,8 +137,39 @@ function buildHost(target, { debug, mode }) {
   return { toolchain: "zig", glibcFloor: GLIBC_FLOOR };
 }
 
+/**
+ * A Windows binary on a machine that is not Windows: the MinGW ABI of the target's CPU
+ * (scripts/targets.mjs `crossTriple`) with -Zbuild-std, linked by mingw-w64 (x64) or zig
+ * (arm64, scripts/zig-cc-windows-arm64.sh), named as the MSVC package's binary.
+ * .ci/windows-setup.sh provides the linkers and node.exe's import library for each CPU,
+ * which napi-build insists on ($XPLAT_DIR/windows.sh exports where they are).
+ */
+function buildWindowsHere(target) {
+  const triple = target.crossTriple;
+  const libnode = process.env[`EXACTLOCK_LIBNODE_${target.arch.toUpperCase()}`];
+  if (!libnode) {
+    fail(`${target.triple} is built here as ${triple}: run .ci/windows-setup.sh (as root), then \`. ~/.cache/exactlock-cross/windows.sh\``);
+  }
+  const std = standardLibrary(triple);
+  if (!std) fail(`no standard library for ${triple} in ${rustc("--version")}: .ci/cross-setup.sh installs one, then \`. ~/.cache/exactlock-cross/env.sh\``);
+  let env = { ...process.env, LIBNODE_PATH: libnode };
+  if (std === "source") env.RUSTC_BOOTSTRAP = "1";
+  if (target.arch === "x86_64") {
+    env.CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER ??= "x86_64-w64-mingw32-gcc";
+  } else {
+    env = zigEnv(env) ?? fail(`${triple} is linked by zig: \`pip install ziglang cargo-zigbuild\``);
+    env.CARGO_TARGET_AARCH64_PC_WINDOWS_GNULLVM_LINKER = path.join(ROOT, "scripts", "zig-cc-windows-arm64.sh");
+  }
+  napi(["--release", "--target", triple, ...(std === "source" ? ["--", "-Zbuild-std=std,panic_abort"] : [])], env);
+  // napi names the file for the triple it built (…win32-x64-gnu.node); the package's is -msvc.
+  const built = path.join(OUT, `${BINARY_NAME}.${target.platform.replace(/-msvc$/, "")}-${triple.split("-").at(-1)}.node`);
+  fs.renameSync(built, binaryPath(target));
+  return { toolchain: target.arch === "x86_64" ? "mingw-w64" : "zig", builtAs: triple, glibcFloor: null, std };
+}
+
 /** Another platform's release binary. */
 function buildOther(target) {
+  if (target.os === "win32" && process.platform !== "win32") return buildWindowsHere(target);
   const std = standardLibrary(target.triple);
   if (!std) {
     fail(

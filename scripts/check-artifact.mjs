@@ -13,6 +13,11 @@
 //                  no run-path, and binds every undefined symbol to one of them (none
 //                  left for a flat lookup at load time, which `-undefined dynamic_lookup`
 //                  would otherwise let through silently)
+//   PE (Windows)   PE32+ DLL of the target's CPU, exports napi_register_module_v1, and
+//                  imports only DLLs every Windows 10 has (kernel32, ntdll, the api-ms-win-*
+//                  sets, ...): no C runtime to install (vcruntime140 means the build lacked
+//                  +crt-static), no MinGW runtime DLL, and no node.exe (napi finds its
+//                  functions in whatever process loaded it, so Bun and Electron load it too)
 //
 //   node scripts/check-artifact.mjs [--all] [FILE | TRIPLE | PLATFORM]...
 //
@@ -245,6 +250,83 @@ function checkMachO(buffer, target, check) {
   if (macho.commands.includes(LC.LOAD_DYLINKER)) check("dylinker", true, "LC_LOAD_DYLINKER present (zig writes it in dylibs; informational)");
 }
 
+// -------------------------------------------------------------------------- PE
+
+const PE_MACHINES = { 0x8664: "x86_64", 0xaa64: "aarch64" }; // IMAGE_FILE_MACHINE_AMD64, _ARM64
+const IMAGE_FILE_DLL = 0x2000;
+const PE32_PLUS = 0x20b;
+/**
+ * The DLLs a Windows binary may import: ones every Windows 10 and later ships in System32
+ * (Rust's std takes randomness from bcryptprimitives' ProcessPrng, Windows 10+). msvcrt.dll
+ * (x64 MinGW) and ucrtbase.dll (arm64 LLVM MinGW, the Universal CRT of Windows 10+) are the
+ * C runtimes of the builds made on Linux, both part of Windows; the MSVC build links its runtime in.
+ */
+const PE_SYSTEM_DLLS = [
+  "kernel32.dll", "ntdll.dll", "advapi32.dll", "bcrypt.dll", "bcryptprimitives.dll", "userenv.dll", "ws2_32.dll", "msvcrt.dll", "ucrtbase.dll",
+];
+const PE_SYSTEM_SETS = /^api-ms-win-core-[a-z0-9-]+\.dll$/;
+
+function readPe(buffer) {
+  const header = buffer.readUInt32LE(0x3c); // e_lfanew
+  if (buffer.toString("latin1", 0, 2) !== "MZ" || header + 24 > buffer.length || buffer.readUInt32LE(header) !== 0x00004550) {
+    return { error: "not a PE file (no MZ header or PE signature)" };
+  }
+  const coff = header + 4;
+  const [machine, sectionCount, optionalSize, characteristics] = [
+    buffer.readUInt16LE(coff),
+    buffer.readUInt16LE(coff + 2),
+    buffer.readUInt16LE(coff + 16),
+    buffer.readUInt16LE(coff + 18),
+  ];
+  const optional = coff + 20;
+  const magic = buffer.readUInt16LE(optional);
+  if (magic !== PE32_PLUS) return { error: `optional header magic 0x${magic.toString(16)}: not PE32+ (64-bit)` };
+  // IMAGE_OPTIONAL_HEADER64: NumberOfRvaAndSizes at 108, the data directories from 112.
+  const directory = (index) => ({ rva: buffer.readUInt32LE(optional + 112 + index * 8), size: buffer.readUInt32LE(optional + 116 + index * 8) });
+  const sections = [];
+  for (let i = 0, at = optional + optionalSize; i < sectionCount; i++, at += 40) {
+    sections.push({ rva: buffer.readUInt32LE(at + 12), size: Math.max(buffer.readUInt32LE(at + 8), buffer.readUInt32LE(at + 16)), raw: buffer.readUInt32LE(at + 20) });
+  }
+  const offset = (rva) => {
+    const section = sections.find((s) => rva >= s.rva && rva < s.rva + s.size);
+    return section ? rva - section.rva + section.raw : -1;
+  };
+  const exports = [];
+  const exportDir = directory(0);
+  if (exportDir.size > 0 && offset(exportDir.rva) >= 0) {
+    // IMAGE_EXPORT_DIRECTORY: NumberOfNames at 24, AddressOfNames at 32.
+    const at = offset(exportDir.rva);
+    const [count, names] = [buffer.readUInt32LE(at + 24), offset(buffer.readUInt32LE(at + 32))];
+    for (let i = 0; i < count && names >= 0; i++) exports.push(cString(buffer, offset(buffer.readUInt32LE(names + i * 4))));
+  }
+  const imports = [];
+  // The import table (1) and the delay-load table (13): both name DLLs the loader must find.
+  for (const [index, entrySize, nameAt] of [[1, 20, 12], [13, 32, 4]]) {
+    const table = directory(index);
+    if (table.size === 0 || offset(table.rva) < 0) continue;
+    for (let at = offset(table.rva); at + entrySize <= buffer.length; at += entrySize) {
+      const name = buffer.readUInt32LE(at + nameAt);
+      if (name === 0) break;
+      imports.push(cString(buffer, offset(name)));
+    }
+  }
+  return { machine: PE_MACHINES[machine] ?? `machine 0x${machine.toString(16)}`, dll: (characteristics & IMAGE_FILE_DLL) !== 0, exports, imports };
+}
+
+function checkPe(buffer, target, check) {
+  const pe = readPe(buffer);
+  if (pe.error) return check("format", false, pe.error);
+  check("format", pe.dll, `PE32+ ${pe.dll ? "DLL" : "executable, not a DLL"}`);
+  check("architecture", pe.machine === target.arch, `${pe.machine} (want ${target.arch})`);
+  check("entry point", pe.exports.includes("napi_register_module_v1"), "napi_register_module_v1 exported");
+  const unexpected = pe.imports.filter((name) => !PE_SYSTEM_DLLS.includes(name.toLowerCase()) && !PE_SYSTEM_SETS.test(name.toLowerCase()));
+  check(
+    "libraries",
+    pe.imports.some((name) => name.toLowerCase() === "kernel32.dll") && unexpected.length === 0,
+    `imports ${pe.imports.join(", ") || "(none)"}${unexpected.length ? `; not a system DLL: ${unexpected.join(", ")}` : ""}`,
+  );
+}
+
 // ------------------------------------------------------------------------- API
 
 /** Checks `file` against `target` (a row of scripts/targets.mjs): `{ file, target, ok, checks }`. */
@@ -259,8 +341,9 @@ export function checkArtifact(file, target) {
     if (buffer.length < 64) check("format", false, "too short for an executable header");
     else if (buffer.readUInt32BE(0) === 0x7f454c46) {
       if (target.os === "linux") checkElf(buffer, target, check);
-      else check("format", false, `an ELF file, but ${target.triple} needs Mach-O`);
+      else check("format", false, `an ELF file, but ${target.triple} needs ${target.os === "win32" ? "PE" : "Mach-O"}`);
     } else if (target.os === "darwin") checkMachO(buffer, target, check);
+    else if (target.os === "win32") checkPe(buffer, target, check);
     else check("format", false, `not an ELF file (${target.triple} needs one)`);
   }
   return { file, target, ok: checks.every((c) => c.ok), checks };

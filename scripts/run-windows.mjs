@@ -2,13 +2,14 @@
 // Builds the Windows binary here and runs the Windows suite with the official Windows
 // node.exe under Wine (npm run test:windows):
 //
-//   1. `napi build --target x86_64-pc-windows-gnu` with Debian's Rust and -Zbuild-std, linked
-//      by mingw-w64 against an import library of node.exe's napi functions
-//      (.ci/windows-setup.sh makes it and the Wine prefix; .ci/cross-setup.sh the toolchain);
-//   2. the DLL copied as native/exactlock.win32-x64-msvc.node, the name napi's loader looks
-//      for under an official (MSVC-built) node.exe — the ABI a napi addon uses is C's, so a
-//      mingw-built DLL loads there (the release packages are built with MSVC by the workflow);
-//   3. `node.exe --test __test__/windows/` under Wine. node.exe cannot write to a pipe under
+//   1. `npm run build:target -- x86_64-pc-windows-msvc`: on Linux, an x86_64-pc-windows-gnu
+//      build with Debian's Rust and -Zbuild-std, linked by mingw-w64, written as
+//      native/exactlock.win32-x64-msvc.node, the name napi's loader looks for under an official
+//      (MSVC-built) node.exe. A napi addon's boundary is C's ABI, so the MinGW DLL loads there
+//      (the published package is the workflow's MSVC build; scripts/targets.mjs).
+//      .ci/windows-setup.sh makes the Wine prefix and node.exe's import library,
+//      .ci/cross-setup.sh the toolchain. --no-build tests the binary native/ already has;
+//   2. `node.exe --test __test__/windows/` under Wine. node.exe cannot write to a pipe under
 //      Wine (EBADF), so the reporter writes a file, printed here.
 //
 //   node scripts/run-windows.mjs [--no-build]
@@ -19,7 +20,6 @@ import * as path from "node:path";
 import { ROOT } from "./targets.mjs";
 
 const XPLAT_DIR = process.env.XPLAT_DIR ?? path.join(os.homedir(), ".cache", "exactlock-cross");
-const TRIPLE = "x86_64-pc-windows-gnu";
 
 function fail(message) {
   console.error(`run-windows: ${message}`);
@@ -49,18 +49,12 @@ function winePath(unixPath) {
 }
 
 function build(env) {
-  console.log(`== napi build --target ${TRIPLE} (-Zbuild-std, mingw-w64)`);
-  const started = Date.now();
-  const result = spawnSync(
-    "npx",
-    ["napi", "build", "--platform", "--release", "--output-dir", "native", "--target", TRIPLE, "--", "-Zbuild-std=std,panic_abort"],
-    { cwd: ROOT, env, stdio: "inherit" },
-  );
-  if (result.status !== 0) fail(`napi build exited with ${result.status ?? result.signal}`);
-  const built = path.join(ROOT, "native", "exactlock.win32-x64-gnu.node");
-  const loaded = path.join(ROOT, "native", "exactlock.win32-x64-msvc.node");
-  fs.copyFileSync(built, loaded);
-  console.log(`   built in ${((Date.now() - started) / 1000).toFixed(0)} s; copied as ${path.relative(ROOT, loaded)}`);
+  const result = spawnSync(process.execPath, [path.join(ROOT, "scripts", "build-native.mjs"), "--target", "x86_64-pc-windows-msvc"], {
+    cwd: ROOT,
+    env,
+    stdio: "inherit",
+  });
+  if (result.status !== 0) fail(`build-native exited with ${result.status ?? result.signal}`);
 }
 
 function runSuite(env) {
@@ -89,4 +83,5 @@ function runSuite(env) {
 
 const env = crossEnv();
 if (!process.argv.includes("--no-build")) build(env);
+else if (!fs.existsSync(path.join(ROOT, "native", "exactlock.win32-x64-msvc.node"))) fail("--no-build, and native/ has no exactlock.win32-x64-msvc.node");
 runSuite(env);

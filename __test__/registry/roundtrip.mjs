@@ -10,14 +10,14 @@
 // them. Stops the registry and removes the temp dir on every path.
 //
 // With --release it is the dry run of the whole publish path (npm run test:release, in
-// .ci/run once every target is built): stage-release without --partial (all six platform
-// packages, each binary checked, package.json's source fields present), published by
+// .ci/run once every target is built): stage-release without --partial (one platform
+// package per shipped target, each binary checked, package.json's source fields present), published by
 // scripts/publish-release.mjs (platform packages first, main last), then for each other
 // shipped target a consumer installs exactlock through that target's own package
 // (`npm install --os --cpu --libc`), and where this machine can run the target
 // (scripts/emulators.mjs) runs its own tests under that target's runtime: vitest under arm64
-// Node for linux-arm64-gnu, `bun test` under musl Bun for the musl ones. The macOS packages
-// are installed and their binaries checked as files.
+// Node for linux-arm64-gnu, `bun test` under musl Bun for the musl ones. The macOS and
+// Windows packages are installed and their binaries checked as files.
 //
 //   node __test__/registry/roundtrip.mjs            (npm run test:registry)
 //   node __test__/registry/roundtrip.mjs --release  (npm run test:release)
@@ -397,7 +397,7 @@ function bundled(project, consumerEnv) {
     `--banner:js=${CREATE_REQUIRE_BANNER}`, `--outfile=${path.join(built, "esbuild", "count.mjs")}`], { cwd: project, env: consumerEnv });
   fs.writeFileSync(path.join(project, "vite.config.mjs"), [
     "export default {",
-    `  build: { ssr: ${JSON.stringify(entry)}, outDir: ${JSON.stringify(path.join(built, "vite"))}, rollupOptions: { external: [/^exactlock-(linux|darwin)-/] } },`,
+    `  build: { ssr: ${JSON.stringify(entry)}, outDir: ${JSON.stringify(path.join(built, "vite"))}, rollupOptions: { external: [/^exactlock-(linux|darwin|win32)-/] } },`,
     "  ssr: { noExternal: true },",
     "};",
     "",
