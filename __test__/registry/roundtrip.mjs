@@ -361,7 +361,8 @@ function targetConsumer(target, npmrc, consumerEnv, compiled) {
   const report = checkArtifact(binary, target);
   check(report.ok, `its binary passes the artifact check (${report.checks.map((c) => c.name).join(", ")})`);
   if (!emulated) {
-    console.log(`   (${platform} is not run on this machine: its binary is checked as a file)`);
+    const wine = platform === "win32-x64-msvc" ? "; npm run test:windows runs the same binary's suite under Wine" : "";
+    console.log(`   (${platform} is not run by this round trip: its binary is checked as a file${wine})`);
     return;
   }
   const { label, kind, env, wrap } = runtimeFor(platform, consumerEnv);
