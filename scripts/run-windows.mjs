@@ -9,8 +9,12 @@
 //      (the published package is the workflow's MSVC build; scripts/targets.mjs).
 //      .ci/windows-setup.sh makes the Wine prefix and node.exe's import library,
 //      .ci/cross-setup.sh the toolchain. --no-build tests the binary native/ already has;
-//   2. `node.exe --test __test__/windows/` under Wine. node.exe cannot write to a pipe under
-//      Wine (EBADF), so the reporter writes a file, printed here.
+//   2. the crate's unit tests built for x86_64-pc-windows-gnu (`cargo test --no-run`) and run
+//      under Wine: the Windows facade and platform layer against Wine's kernel, and every
+//      platform-neutral test (records, verdicts, names). The POSIX-fixture modules are
+//      compiled for unix only, each saying why;
+//   3. `node.exe --test __test__/windows/` under Wine. node.exe cannot write to a pipe under
+//      Wine (EBADF), so the reporter writes a file, printed here (the unit tests' output too).
 //
 //   node scripts/run-windows.mjs [--no-build]
 import { spawnSync } from "node:child_process";
@@ -57,6 +61,35 @@ function build(env) {
   if (result.status !== 0) fail(`build-native exited with ${result.status ?? result.signal}`);
 }
 
+/** Builds the crate's unit tests for Windows and runs them under Wine. */
+function runUnitTests(env) {
+  console.log("== cargo test --target x86_64-pc-windows-gnu (-Zbuild-std), run under Wine");
+  const started = Date.now();
+  const built = spawnSync(
+    "cargo",
+    ["test", "-Zbuild-std", "--target", "x86_64-pc-windows-gnu", "--lib", "--no-run", "--message-format=json-render-diagnostics"],
+    { cwd: ROOT, env, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 256 * 1024 * 1024 },
+  );
+  if (built.status !== 0) fail(`cargo test --no-run exited with ${built.status ?? built.signal}`);
+  const exe = built.stdout
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line))
+    .find((message) => message.reason === "compiler-artifact" && message.profile?.test && message.executable)?.executable;
+  if (!exe) fail("cargo test --no-run named no test executable");
+  const output = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-windows-unit-")), "output.txt");
+  const out = fs.openSync(output, "w");
+  const result = spawnSync(env.WINE, [exe, "--test-threads=2"], { cwd: ROOT, env, stdio: ["ignore", out, out], timeout: 10 * 60_000 });
+  fs.closeSync(out);
+  const text = fs.readFileSync(output, "utf8");
+  console.log(text.split("\n").filter((line) => !/ \.\.\. ok$/.test(line)).join("\n"));
+  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  if (result.status !== 0 || !/test result: ok\. \d+ passed; 0 failed/.test(text)) {
+    fail(`the unit tests under Wine exited with ${result.status ?? result.signal} after ${seconds} s (output: ${output})`);
+  }
+  console.log(`run-windows: unit tests passed in ${seconds} s`);
+}
+
 function runSuite(env) {
   const report = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-windows-")), "report.txt");
   const suite = path.join(ROOT, "__test__", "windows", "lock.test.mjs");
@@ -84,4 +117,5 @@ function runSuite(env) {
 const env = crossEnv();
 if (!process.argv.includes("--no-build")) build(env);
 else if (!fs.existsSync(path.join(ROOT, "native", "exactlock.win32-x64-msvc.node"))) fail("--no-build, and native/ has no exactlock.win32-x64-msvc.node");
+runUnitTests(env);
 runSuite(env);

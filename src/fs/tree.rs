@@ -931,7 +931,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex
 }
 
-#[cfg(test)]
+// Built from POSIX fixtures (symlinks, FIFOs, modes, std's unix inode numbers);
+// on Windows, src/sys/os/windows/tests.rs and __test__/windows cover these paths.
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use crate::testutil::tempdir;

@@ -275,7 +275,7 @@ enum Turn {
 
 /// Takes the `flock` of the candidate `dir`; `None` if someone holds it.
 fn take_turn(dir: BorrowedFd<'_>) -> Option<Turn> {
-    #[cfg(test)]
+    #[cfg(all(test, unix))]
     if NO_FLOCK.with(std::cell::Cell::get) {
         return Some(Turn::Unsupported);
     }
@@ -286,7 +286,7 @@ fn take_turn(dir: BorrowedFd<'_>) -> Option<Turn> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 thread_local! {
     /// Decisions on this thread take every filesystem for one without
     /// `flock` (no such filesystem is at hand in a unit test).
@@ -496,7 +496,9 @@ pub fn reap_once(parent: BorrowedFd<'_>, dir: &DirIdentity, policy: &HostPolicy)
     }
 }
 
-#[cfg(test)]
+// Built from POSIX fixtures (symlinks, FIFOs, modes, std's unix inode numbers);
+// on Windows, src/sys/os/windows/tests.rs and __test__/windows cover these paths.
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use crate::testutil::{listing, tempdir};

@@ -66,7 +66,9 @@ pub fn names_root(dir: BorrowedFd<'_>, judged: &TreeSnapshot) -> bool {
     fs::fstat(dir).is_ok_and(|stat| judged.is_root(&stat))
 }
 
-#[cfg(test)]
+// A directory's flock is unix's: Windows has no lock on a directory (EOPNOTSUPP),
+// so removers there do not take turns (README, "Limits on Windows").
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use crate::fs::tree;

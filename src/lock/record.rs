@@ -281,10 +281,16 @@ mod tests {
     fn writes_the_incarnation_where_upstream_does_and_the_rest_after() {
         let record = OwnerRecord::for_this_process(&this(), 17, "tok".into(), Some("h".into()));
         let pid = std::process::id();
+        // Upstream's incarnation where the platform has one (`linux:`, `windows:`);
+        // elsewhere (macOS) the start travels as `start_ticks`, after `boot_id`.
+        let (incarnation, ticks) = match crate::sys::platform::native::INCARNATION_PREFIX {
+            Some(prefix) => (format!(r#","process_incarnation":"{prefix}123456""#), ""),
+            None => (String::new(), r#","start_ticks":123456"#),
+        };
         assert_eq!(
             record.to_json(),
             format!(
-                r#"{{"pid":{pid},"start_time":"Wed Dec  2 08:39:23 2026","start_time_format":"utc-v1","process_incarnation":"linux:123456","timestamp":17,"owner_token":"tok","owner_host_id":"h","boot_id":"5b1a7f0e-7a44-4c1b-9e5d-1f2a3b4c5d6e","pid_ns":"4026531836"}}"#
+                r#"{{"pid":{pid},"start_time":"Wed Dec  2 08:39:23 2026","start_time_format":"utc-v1"{incarnation},"timestamp":17,"owner_token":"tok","owner_host_id":"h","boot_id":"5b1a7f0e-7a44-4c1b-9e5d-1f2a3b4c5d6e"{ticks},"pid_ns":"4026531836"}}"#
             )
         );
         assert_eq!(record.start_ticks(), Some(123_456));

@@ -379,7 +379,9 @@ fn holds_our_root(parent: BorrowedFd<'_>, path: &std::path::Path, generation: &G
     stat_root(parent, name).is_some_and(|seen| is_our_root(&seen, generation))
 }
 
-#[cfg(test)]
+// Built from POSIX fixtures (symlinks, FIFOs, modes, std's unix inode numbers);
+// on Windows, src/sys/os/windows/tests.rs and __test__/windows cover these paths.
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use crate::testutil::{acquire_free, listing, tempdir};

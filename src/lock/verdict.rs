@@ -352,6 +352,7 @@ mod tests {
     use super::*;
     use crate::fs::tree::TreeSnapshot;
     use crate::sys::lstart::format_lstart;
+    use crate::sys::platform::native;
 
     const BOOT: &str = "5b1a7f0e-7a44-4c1b-9e5d-1f2a3b4c5d6e";
     const NS: u64 = 4_026_531_836;
@@ -374,12 +375,16 @@ mod tests {
         }
     }
 
-    /// A record exactlock writes: the legacy keys plus the incarnation.
+    /// A record exactlock writes here: the legacy keys plus the incarnation
+    /// (in upstream's form where the platform has one, else `start_ticks`),
+    /// and where the OS has them, the boot and the pid namespace.
     fn incarnated(ticks: u64, boot: &str, ns: u64) -> OwnerRecord {
+        let prefix = native::INCARNATION_PREFIX;
         OwnerRecord {
-            process_incarnation: Some(format!("linux:{ticks}")),
-            boot_id: Some(boot.to_string()),
-            pid_ns: Some(ns.to_string()),
+            process_incarnation: prefix.map(|prefix| format!("{prefix}{ticks}")),
+            start_ticks: prefix.is_none().then_some(ticks),
+            boot_id: native::HAS_BOOT_ID.then(|| boot.to_string()),
+            pid_ns: native::HAS_BOOT_ID.then(|| ns.to_string()),
             ..record(None, Some(&t0()), Some("utc-v1"))
         }
     }
@@ -434,7 +439,7 @@ mod tests {
 
     #[test]
     fn a_record_written_under_another_os_is_never_proven_dead_or_reused_by_a_local_pid() {
-        // Windows' own form, read on Linux: the process_incarnation exactlock
+        // Windows' own form, read on unix: the process_incarnation exactlock
         // writes there, and the start_time the original module writes there.
         let windows = "windows:134095012345678901";
         let by_incarnation = OwnerRecord {
@@ -442,7 +447,18 @@ mod tests {
             ..record(None, Some(windows), Some("utc-v1"))
         };
         let by_start_time = record(None, Some(windows), Some("utc-v1"));
-        for foreign in [&by_incarnation, &by_start_time] {
+        // Linux's, read on Windows: the incarnation, and the boot id only unix writes.
+        let linux = OwnerRecord {
+            process_incarnation: Some("linux:7".into()),
+            boot_id: Some(BOOT.into()),
+            ..record(None, Some(&t0()), Some("utc-v1"))
+        };
+        let foreigners = if cfg!(windows) {
+            vec![&linux]
+        } else {
+            vec![&by_incarnation, &by_start_time]
+        };
+        for foreign in foreigners {
             for probe in [
                 Probe::Gone,
                 Probe::Exited,
@@ -456,12 +472,11 @@ mod tests {
                 assert!(!said.proves_gone());
             }
         }
-        // Linux's own form stays ours: a gone pid is dead.
-        let ours = OwnerRecord {
-            process_incarnation: Some("linux:7".into()),
-            ..record(None, Some(&t0()), Some("utc-v1"))
-        };
-        assert_eq!(liveness(&ours, |_| Probe::Gone), Liveness::Dead);
+        // This OS's own form stays ours: a gone pid is dead.
+        assert_eq!(
+            liveness(&incarnated(7, BOOT, NS), |_| Probe::Gone),
+            Liveness::Dead
+        );
     }
 
     fn verdict(
@@ -516,6 +531,8 @@ mod tests {
         assert_eq!(liveness(&ours, |_| Probe::Exited), Liveness::DeadNotReaped);
     }
 
+    // Windows has neither a boot id nor pid namespaces (a creation time is absolute).
+    #[cfg(unix)]
     #[test]
     fn another_boot_proves_death_and_another_namespace_proves_nothing() {
         // Written before this boot began (timestamp 1 ms after the epoch).

@@ -731,6 +731,14 @@ impl NameWatch {
         }
     }
 
+    /// Reads what has arrived (without waiting): whether any of it
+    /// concerns the name. The read is re-issued, so later changes queue.
+    #[cfg(test)]
+    pub fn relevant_events(&self) -> bool {
+        let mut changes = self.changes.lock().unwrap_or_else(|p| p.into_inner());
+        self.relevant_in(&mut changes)
+    }
+
     fn relevant_in(&self, changes: &mut DirChanges) -> bool {
         changes
             .take_batch()
@@ -871,6 +879,9 @@ impl HeldEvents {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod kernel_tests;
 
 #[cfg(test)]
 mod tests {

@@ -24,3 +24,6 @@ pub mod fd;
 pub mod fs;
 pub mod io;
 mod nt;
+
+#[cfg(test)]
+mod tests;
