@@ -2,13 +2,14 @@
 // npm test: every suite, one after another, stopping at the first that fails.
 //
 // On Linux and macOS: cargo test, vitest under Node (native, under load, forced portable),
-// bun test, the registry round trip. On Windows: the Windows suite (__test__/windows/), the
-// one that runs there: the others are POSIX (they SIGKILL, read /proc, mount, strace).
+// bun test, the registry round trip. On Windows: cargo test (the POSIX-fixture modules are
+// compiled for unix only) and the Windows suite (__test__/windows/): the other suites are
+// POSIX (they SIGKILL, read /proc, mount, strace).
 import { spawnSync } from "node:child_process";
 
 const STEPS =
   process.platform === "win32"
-    ? ["test:win32"]
+    ? ["test:rust", "test:win32"]
     : ["test:rust", "test:node", "test:load", "test:portable", "test:bun", "test:registry"];
 
 for (const step of STEPS) {
