@@ -338,6 +338,10 @@ struct Attempts {
     staged: Option<Staged>,
     /// Whether this acquisition already looked for dead waiters' debris.
     reaped_while_contended: bool,
+    /// Woken by the kernel's notice of the holder's exit: the next look goes
+    /// straight to the full observation a reclaim needs (the glance would
+    /// only read the record and probe the pid to find them gone).
+    holder_exited: bool,
     /// Whether `on_contended` was told.
     announced: bool,
     /// A synchronous acquisition: it blocks its caller's thread, so it
@@ -737,6 +741,7 @@ fn contend(
             return Contended::Settled;
         };
         crate::sys::trace::stamp("waiter: woken");
+        attempts.holder_exited = woken == wait::Woken::HolderExited;
         crate::debug!(
             "woken on {}: {}",
             attempts.lock_path.display(),
@@ -888,6 +893,7 @@ impl Attempts {
             watch: None,
             staged: None,
             reaped_while_contended: false,
+            holder_exited: false,
             announced: false,
             blocking: false,
         })
@@ -1185,7 +1191,9 @@ impl Attempts {
         {
             self.watch = Watch::new(parent, &self.lock_name);
         }
-        if let Some(holder) = self.holder_at_a_glance(parent) {
+        if !std::mem::take(&mut self.holder_exited)
+            && let Some(holder) = self.holder_at_a_glance(parent)
+        {
             return Ok(Judged::Held(holder));
         }
         let observation = observe(parent, &self.lock_name)
