@@ -42,7 +42,7 @@ for triple in aarch64-apple-darwin x86_64-apple-darwin; do
 done
 
 echo "== cargo clippy for x86_64-pc-windows-gnu (-Zbuild-std)"
-cargo clippy --quiet -Zbuild-std=std,panic_abort --target x86_64-pc-windows-gnu -- -D warnings
+cargo clippy --quiet -Zbuild-std=std,panic_abort --target x86_64-pc-windows-gnu --all-targets -- -D warnings
 echo "clippy x86_64-pc-windows-gnu: clean"
 linted=$((SECONDS - clippy_started))
 

@@ -195,6 +195,13 @@ describe("a Windows binary", () => {
     expect(failed(result.output)).toEqual([what]);
   });
 
+  it("fails, and says so, for a PE file cut short", () => {
+    const cut = check("win32-x64-msvc", pe().subarray(0, 0x90)); // inside the optional header
+    expect(cut.status, cut.output).toBe(1);
+    expect(failed(cut.output)).toEqual(["format"]);
+    expect(cut.output).toContain("a truncated or malformed PE file");
+  });
+
   it("fails for a Mach-O file named as a Windows binary", () => {
     expect(failed(check("win32-x64-msvc", machO()).output)).toEqual(["format"]);
   });

@@ -28,12 +28,13 @@ export const NO_BINARY_CODE = "ERR_EXACTLOCK_NO_BINARY";
 export function platformName(
   platform: string = process.platform,
   arch: string = process.arch,
-  glibc: boolean = runsOnGlibc(),
+  glibc?: boolean,
 ): string {
   // Windows packages are named for the MSVC ABI the official node.exe is built with.
   if (platform === "win32") return `${platform}-${arch}-msvc`;
   if (platform !== "linux") return `${platform}-${arch}`;
-  return `${platform}-${arch}-${glibc ? "gnu" : "musl"}`;
+  // Only Linux asks which C library runs (a process report: not free).
+  return `${platform}-${arch}-${(glibc ?? runsOnGlibc()) ? "gnu" : "musl"}`;
 }
 
 function runsOnGlibc(): boolean {

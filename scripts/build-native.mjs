@@ -118,7 +118,10 @@ function napi(args, env = process.env) {
 function buildHost(target, { debug, mode }) {
   const env = target?.macosMin ? { ...process.env, MACOSX_DEPLOYMENT_TARGET: target.macosMin } : process.env;
   if (debug || mode === "host" || target?.libc !== "gnu") {
-    napi(debug ? [] : ["--release"], env);
+    // Windows names its target: rustc's host triple and Node's process.arch could disagree
+    // (an x64 toolchain on an arm64 runner), and the file must be the package's.
+    const named = target?.os === "win32" && process.platform === "win32" ? ["--target", target.triple] : [];
+    napi([...(debug ? [] : ["--release"]), ...named], env);
     return { toolchain: "host", glibcFloor: null };
   }
   const withZig = zigEnv(env);

@@ -291,30 +291,36 @@ function readPe(buffer) {
     const section = sections.find((s) => rva >= s.rva && rva < s.rva + s.size);
     return section ? rva - section.rva + section.raw : -1;
   };
+  const nameAt = (rva) => (offset(rva) >= 0 ? cString(buffer, offset(rva)).slice(0, 256) : `(a name at RVA 0x${rva.toString(16)}, in no section)`);
   const exports = [];
   const exportDir = directory(0);
   if (exportDir.size > 0 && offset(exportDir.rva) >= 0) {
     // IMAGE_EXPORT_DIRECTORY: NumberOfNames at 24, AddressOfNames at 32.
     const at = offset(exportDir.rva);
     const [count, names] = [buffer.readUInt32LE(at + 24), offset(buffer.readUInt32LE(at + 32))];
-    for (let i = 0; i < count && names >= 0; i++) exports.push(cString(buffer, offset(buffer.readUInt32LE(names + i * 4))));
+    for (let i = 0; i < count && names >= 0; i++) exports.push(nameAt(buffer.readUInt32LE(names + i * 4)));
   }
   const imports = [];
   // The import table (1) and the delay-load table (13): both name DLLs the loader must find.
-  for (const [index, entrySize, nameAt] of [[1, 20, 12], [13, 32, 4]]) {
+  for (const [index, entrySize, nameField] of [[1, 20, 12], [13, 32, 4]]) {
     const table = directory(index);
     if (table.size === 0 || offset(table.rva) < 0) continue;
     for (let at = offset(table.rva); at + entrySize <= buffer.length; at += entrySize) {
-      const name = buffer.readUInt32LE(at + nameAt);
+      const name = buffer.readUInt32LE(at + nameField);
       if (name === 0) break;
-      imports.push(cString(buffer, offset(name)));
+      imports.push(nameAt(name));
     }
   }
   return { machine: PE_MACHINES[machine] ?? `machine 0x${machine.toString(16)}`, dll: (characteristics & IMAGE_FILE_DLL) !== 0, exports, imports };
 }
 
 function checkPe(buffer, target, check) {
-  const pe = readPe(buffer);
+  let pe;
+  try {
+    pe = readPe(buffer);
+  } catch (error) {
+    return check("format", false, `a truncated or malformed PE file (${error.message})`);
+  }
   if (pe.error) return check("format", false, pe.error);
   check("format", pe.dll, `PE32+ ${pe.dll ? "DLL" : "executable, not a DLL"}`);
   check("architecture", pe.machine === target.arch, `${pe.machine} (want ${target.arch})`);

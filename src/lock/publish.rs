@@ -600,11 +600,12 @@ pub fn remove_staging(parent: BorrowedFd<'_>, staging: &OsStr, ours: Option<&Own
     let _ = fsx::remove_dir_settled(parent, staging, dir.as_fd(), &mut fsx::FuseSettle::new());
 }
 
-// POSIX fixtures: they remove or swap a staging directory while its writer holds
-// handles in it, and take directories' flocks. Windows refuses the first (a directory
-// with open files is neither removed nor, on NTFS, renamed) and has none of the second;
-// publication there is covered by __test__/windows (npm run test:windows).
-#[cfg(all(test, unix))]
+// Most of these build POSIX fixtures (symlinks, FIFOs, modes, a directory's
+// flock, removing a directory its writer holds open): those are unix-only,
+// each marked; the rest run on Windows too (npm run test:windows). Helpers
+// only the unix ones use are unused there.
+#[cfg(test)]
+#[cfg_attr(windows, allow(dead_code, unused_imports))]
 mod tests {
     use super::*;
     use crate::testutil::{listing, tempdir};
@@ -635,6 +636,8 @@ mod tests {
         std::fs::remove_dir_all(root).unwrap();
     }
 
+    // An exchange (`RENAME_EXCHANGE`, `RENAME_SWAP`): Windows has none.
+    #[cfg(unix)]
     #[test]
     fn takeover_replaces_exactly_the_judged_tree() {
         let root = tempdir("takeover");
@@ -649,6 +652,8 @@ mod tests {
         std::fs::remove_dir_all(root).unwrap();
     }
 
+    // An exchange (`RENAME_EXCHANGE`, `RENAME_SWAP`): Windows has none.
+    #[cfg(unix)]
     #[test]
     fn takeover_puts_back_a_byte_identical_successor() {
         let root = tempdir("successor");
@@ -668,6 +673,8 @@ mod tests {
         std::fs::remove_dir_all(root).unwrap();
     }
 
+    // An exchange (`RENAME_EXCHANGE`, `RENAME_SWAP`): Windows has none.
+    #[cfg(unix)]
     #[test]
     fn takeover_of_a_vanished_lock_publishes_nothing() {
         let root = tempdir("vanished");
@@ -679,6 +686,7 @@ mod tests {
         std::fs::remove_dir_all(root).unwrap();
     }
 
+    #[cfg(unix)]
     #[test]
     fn published_tree_is_what_a_walk_of_the_lock_sees() {
         let root = tempdir("published-tree");
@@ -701,6 +709,7 @@ mod tests {
         std::fs::remove_dir_all(root).unwrap();
     }
 
+    #[cfg(unix)]
     #[test]
     fn staged_record_waits_publishes_once_and_is_removed_when_dropped() {
         let root = tempdir("staged");
@@ -739,6 +748,7 @@ mod tests {
         std::fs::remove_dir_all(root).unwrap();
     }
 
+    #[cfg(unix)]
     #[test]
     fn staged_record_removed_by_someone_else_is_lost_not_an_error() {
         let root = tempdir("staged-lost");
@@ -753,6 +763,7 @@ mod tests {
         std::fs::remove_dir_all(root).unwrap();
     }
 
+    #[cfg(unix)]
     #[test]
     fn staged_record_swapped_for_another_directory_is_lost_and_never_published() {
         let root = tempdir("staged-swapped");
@@ -774,6 +785,7 @@ mod tests {
         std::fs::remove_dir_all(root).unwrap();
     }
 
+    #[cfg(unix)]
     #[test]
     fn publishing_past_a_cache_asks_first_and_never_replaces_what_stands() {
         let root = tempdir("past-cache");
@@ -821,6 +833,7 @@ mod tests {
         fs::flock(&other, FlockOperation::NonBlockingLockExclusive).is_ok()
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_staging_with_its_record_and_a_published_lock_are_left_unlocked() {
         let root = tempdir("staging-flock");
@@ -846,6 +859,7 @@ mod tests {
         std::fs::remove_dir_all(root).unwrap();
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_staging_whose_flock_a_reaper_holds_is_given_up_before_anything_is_written() {
         // A reaper took the `flock` of our fresh staging between our

@@ -379,13 +379,20 @@ fn holds_our_root(parent: BorrowedFd<'_>, path: &std::path::Path, generation: &G
     stat_root(parent, name).is_some_and(|seen| is_our_root(&seen, generation))
 }
 
-// Built from POSIX fixtures (symlinks, FIFOs, modes, std's unix inode numbers);
-// on Windows, src/sys/os/windows/tests.rs and __test__/windows cover these paths.
-#[cfg(all(test, unix))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::testutil::{acquire_free, listing, tempdir};
 
+    /// The inode (file index on Windows) at `path`, through the platform seam.
+    fn ino(path: &std::path::Path) -> u64 {
+        crate::sys::os::fs::stat(path).unwrap().st_ino
+    }
+
+    // Not on Windows yet: under Wine the quarantine name is still listed right
+    // after the release (its deletion pending while a handle to it is open);
+    // whether real NTFS shows the same is not known here (README, Windows).
+    #[cfg(unix)]
     #[test]
     fn untouched_lock_is_released_by_the_first_attempt() {
         let dir = tempdir("untouched");
@@ -400,6 +407,10 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    // Not on Windows yet: under Wine the quarantine name is still listed right
+    // after the release (its deletion pending while a handle to it is open);
+    // whether real NTFS shows the same is not known here (README, Windows).
+    #[cfg(unix)]
     #[test]
     fn an_entry_put_into_our_lock_while_held_makes_it_not_ours_and_it_stays() {
         // The listing shows the entry, and the general path refuses a tree
@@ -421,7 +432,7 @@ mod tests {
             let dir = tempdir("gained");
             let id = acquire_free(&dir);
             let lock = dir.join("f.lock");
-            let before = std::fs::metadata(&lock).unwrap();
+            let before = ino(&lock);
             make(&lock);
             let outcome = release_first_attempt(id);
             if kind == "entry come and gone" {
@@ -431,8 +442,7 @@ mod tests {
             } else {
                 assert_eq!(outcome, FirstAttempt::Continue, "{kind}");
                 assert_eq!(listing(&dir), ["f.lock"], "{kind}");
-                use std::os::unix::fs::MetadataExt;
-                assert_eq!(std::fs::metadata(&lock).unwrap().ino(), before.ino());
+                assert_eq!(ino(&lock), before);
                 table::forget(id);
             }
             std::fs::remove_dir_all(dir).unwrap();
