@@ -874,10 +874,10 @@ fn as_fd_works_for_every_holder() {
     assert_ne!(raw(&file), 0);
 }
 
-#[test]
-fn a_directory_renamed_while_held_still_lists_and_reopens() {
-    let root = tempdir("renamed-held");
-    let parent = open_dir(&root);
+/// A staging directory with `info` in it, held open and then published as
+/// `f.lock`, as a lock is: the parent's handle and the held one.
+fn published_while_held(root: &Path) -> (OwnedFd, OwnedFd) {
+    let parent = open_dir(root);
     fs::mkdirat(&parent, "staging", Mode::RWXU).unwrap();
     let held = fs::openat(&parent, "staging", DIR, Mode::empty()).unwrap();
     drop(create(&held, "info", b"record"));
@@ -889,6 +889,13 @@ fn a_directory_renamed_while_held_still_lists_and_reopens() {
         RenameFlags::NOREPLACE,
     )
     .unwrap();
+    (parent, held)
+}
+
+#[test]
+fn a_directory_renamed_while_held_still_lists_and_reopens() {
+    let root = tempdir("renamed-held");
+    let (parent, held) = published_while_held(&root);
     let names: Vec<Vec<u8>> = fs::Dir::read_from(&held)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_bytes().to_vec())
@@ -915,18 +922,7 @@ fn a_directory_renamed_while_held_still_lists_and_reopens() {
 #[test]
 fn names_in_a_directory_renamed_while_held_are_removed_through_a_fresh_handle() {
     let root = tempdir("renamed-fresh");
-    let parent = open_dir(&root);
-    fs::mkdirat(&parent, "staging", Mode::RWXU).unwrap();
-    let held = fs::openat(&parent, "staging", DIR, Mode::empty()).unwrap();
-    drop(create(&held, "info", b"record"));
-    fs::renameat_with(
-        &parent,
-        "staging",
-        &parent,
-        "f.lock",
-        RenameFlags::NOREPLACE,
-    )
-    .unwrap();
+    let (parent, _held) = published_while_held(&root);
     let fresh = fs::openat(&parent, "f.lock", DIR, Mode::empty()).unwrap();
     fs::unlinkat(&fresh, "info", AtFlags::empty()).unwrap();
     assert_eq!(
@@ -970,43 +966,31 @@ fn kinds_and_modes_follow_attributes_and_reparse_tags() {
     const DEDUP: u32 = 0x8000_0013;
     const CLOUD: u32 = 0x9000_001A;
     let reparse_dir = FILE_ATTRIBUTE_REPARSE_POINT | FILE_ATTRIBUTE_DIRECTORY;
-    assert_eq!(
-        FileType::from_attributes(reparse_dir, SYMLINK),
-        FileType::Symlink
-    );
-    assert_eq!(
-        FileType::from_attributes(reparse_dir, MOUNT_POINT),
-        FileType::Symlink
-    );
-    assert_eq!(
-        FileType::from_attributes(FILE_ATTRIBUTE_REPARSE_POINT, SYMLINK),
-        FileType::Symlink
-    );
-    // Placeholders are what they hold, not links.
-    assert_eq!(
-        FileType::from_attributes(FILE_ATTRIBUTE_REPARSE_POINT, DEDUP),
-        FileType::RegularFile
-    );
-    assert_eq!(
-        FileType::from_attributes(reparse_dir, CLOUD),
-        FileType::Directory
-    );
-    // Without the attribute a tag means nothing (EaSize of a plain entry).
-    assert_eq!(
-        FileType::from_attributes(FILE_ATTRIBUTE_ARCHIVE, SYMLINK),
-        FileType::RegularFile
-    );
+    for (attributes, tag, kind) in [
+        (reparse_dir, SYMLINK, FileType::Symlink),
+        (reparse_dir, MOUNT_POINT, FileType::Symlink),
+        (FILE_ATTRIBUTE_REPARSE_POINT, SYMLINK, FileType::Symlink),
+        // Placeholders are what they hold, not links.
+        (FILE_ATTRIBUTE_REPARSE_POINT, DEDUP, FileType::RegularFile),
+        (reparse_dir, CLOUD, FileType::Directory),
+        // Without the attribute a tag means nothing (EaSize of a plain entry).
+        (FILE_ATTRIBUTE_ARCHIVE, SYMLINK, FileType::RegularFile),
+    ] {
+        assert_eq!(
+            FileType::from_attributes(attributes, tag),
+            kind,
+            "{attributes:#x} {tag:#x}"
+        );
+    }
     assert!(fs::is_link_tag(SYMLINK) && fs::is_link_tag(MOUNT_POINT) && !fs::is_link_tag(DEDUP));
-    assert_eq!(
-        fs::mode_of(FILE_ATTRIBUTE_DIRECTORY, 0),
-        fs::S_IFDIR | 0o700
-    );
-    assert_eq!(fs::mode_of(FILE_ATTRIBUTE_ARCHIVE, 0), fs::S_IFREG | 0o600);
-    assert_eq!(fs::mode_of(FILE_ATTRIBUTE_READONLY, 0), fs::S_IFREG | 0o400);
-    assert_eq!(
-        fs::mode_of(FILE_ATTRIBUTE_REPARSE_POINT, SYMLINK),
-        fs::S_IFLNK | 0o777
-    );
+    for (attributes, tag, mode) in [
+        (FILE_ATTRIBUTE_DIRECTORY, 0, fs::S_IFDIR | 0o700),
+        (FILE_ATTRIBUTE_ARCHIVE, 0, fs::S_IFREG | 0o600),
+        (FILE_ATTRIBUTE_READONLY, 0, fs::S_IFREG | 0o400),
+        (FILE_ATTRIBUTE_REPARSE_POINT, SYMLINK, fs::S_IFLNK | 0o777),
+    ] {
+        assert_eq!(fs::mode_of(attributes, tag), mode, "{attributes:#x}");
+    }
     assert_eq!(
         Mode::from_raw_mode(fs::S_IFREG | 0o600),
         Mode::RUSR | Mode::WUSR

@@ -45,6 +45,14 @@ fn spawn_sleeper(millis: u64) -> Child {
         .unwrap()
 }
 
+/// Runs `change` on another thread after `millis`, while the caller sleeps.
+fn later(millis: u64, change: impl FnOnce() + Send + 'static) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        thread::sleep(Duration::from_millis(millis));
+        change();
+    })
+}
+
 fn armed_wake() -> Arc<Wake> {
     let wake = Wake::new();
     wake.arm();
@@ -213,10 +221,7 @@ fn a_holders_exit_wakes_the_sleeper() {
 fn a_signal_wakes_the_sleeper_and_the_timeout_is_the_fallback() {
     let wake = armed_wake();
     let signaller = wake.clone();
-    let thread = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(50));
-        signaller.signal();
-    });
+    let thread = later(50, move || signaller.signal());
     assert_eq!(
         native::sleep(None, None, &wake, Duration::from_secs(30)),
         Woken::Signalled
@@ -273,9 +278,8 @@ fn a_name_watch_wakes_for_its_name_only() {
     // Removal wakes too, and the read was re-issued after the last wake.
     let remover = {
         let root = root.clone();
-        thread::spawn(move || {
-            thread::sleep(Duration::from_millis(100));
-            std::fs::create_dir(root.join("target.lock")).unwrap();
+        later(100, move || {
+            std::fs::create_dir(root.join("target.lock")).unwrap()
         })
     };
     assert_eq!(
@@ -286,9 +290,8 @@ fn a_name_watch_wakes_for_its_name_only() {
     let started = Instant::now();
     let remover = {
         let root = root.clone();
-        thread::spawn(move || {
-            thread::sleep(Duration::from_millis(100));
-            std::fs::remove_dir(root.join("target.lock")).unwrap();
+        later(100, move || {
+            std::fs::remove_dir(root.join("target.lock")).unwrap()
         })
     };
     assert_eq!(
@@ -350,10 +353,7 @@ fn held_events_wake_on_changes_and_on_stop() {
     };
     let within_event = |what: &str, change: Box<dyn FnOnce() + Send>| {
         drain();
-        let changer = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(150));
-            change();
-        });
+        let changer = later(150, change);
         let started = Instant::now();
         events.wait(stop_event).unwrap();
         let waited = started.elapsed();
@@ -456,10 +456,7 @@ fn a_watch_works_from_a_handle_that_may_not_list() {
     let wake = armed_wake();
     let maker = {
         let root = root.clone();
-        thread::spawn(move || {
-            thread::sleep(Duration::from_millis(100));
-            std::fs::create_dir(root.join("n")).unwrap();
-        })
+        later(100, move || std::fs::create_dir(root.join("n")).unwrap())
     };
     assert_eq!(
         native::sleep(Some(&watch), None, &wake, Duration::from_secs(20)),
