@@ -53,6 +53,21 @@ fn later(millis: u64, change: impl FnOnce() + Send + 'static) -> thread::JoinHan
     })
 }
 
+/// Sleeps on `watch` while `change` is made to `root` from another thread
+/// 100 ms in: what woke the sleeper.
+fn woken_by_a_change(
+    watch: &NameWatch,
+    wake: &Wake,
+    root: &Path,
+    change: impl FnOnce(&Path) + Send + 'static,
+) -> Woken {
+    let root = root.to_path_buf();
+    let changer = later(100, move || change(&root));
+    let woken = native::sleep(Some(watch), None, wake, Duration::from_secs(20));
+    changer.join().unwrap();
+    woken
+}
+
 fn armed_wake() -> Arc<Wake> {
     let wake = Wake::new();
     wake.arm();
@@ -276,30 +291,18 @@ fn a_name_watch_wakes_for_its_name_only() {
     assert!(slept < Duration::from_secs(10), "{slept:?}");
 
     // Removal wakes too, and the read was re-issued after the last wake.
-    let remover = {
-        let root = root.clone();
-        later(100, move || {
-            std::fs::create_dir(root.join("target.lock")).unwrap()
-        })
-    };
+    let create = |root: &Path| std::fs::create_dir(root.join("target.lock")).unwrap();
     assert_eq!(
-        native::sleep(Some(&watch), None, &wake, Duration::from_secs(20)),
+        woken_by_a_change(&watch, &wake, &root, create),
         Woken::NameChanged
     );
-    remover.join().unwrap();
     let started = Instant::now();
-    let remover = {
-        let root = root.clone();
-        later(100, move || {
-            std::fs::remove_dir(root.join("target.lock")).unwrap()
-        })
-    };
+    let remove = |root: &Path| std::fs::remove_dir(root.join("target.lock")).unwrap();
     assert_eq!(
-        native::sleep(Some(&watch), None, &wake, Duration::from_secs(20)),
+        woken_by_a_change(&watch, &wake, &root, remove),
         Woken::NameChanged
     );
     assert!(started.elapsed() < Duration::from_secs(10));
-    remover.join().unwrap();
 
     // Queued between sleeps: seen by relevant_events without waiting.
     std::fs::create_dir(root.join("target.lock")).unwrap();
@@ -454,15 +457,11 @@ fn a_watch_works_from_a_handle_that_may_not_list() {
         .unwrap();
     let watch = NameWatch::new(dir.as_handle(), "n".as_ref()).expect("a watch");
     let wake = armed_wake();
-    let maker = {
-        let root = root.clone();
-        later(100, move || std::fs::create_dir(root.join("n")).unwrap())
-    };
+    let make = |root: &Path| std::fs::create_dir(root.join("n")).unwrap();
     assert_eq!(
-        native::sleep(Some(&watch), None, &wake, Duration::from_secs(20)),
+        woken_by_a_change(&watch, &wake, &root, make),
         Woken::NameChanged
     );
-    maker.join().unwrap();
     drop(watch);
     drop(dir);
     std::fs::remove_dir_all(&root).unwrap();
