@@ -29,6 +29,7 @@ import {
   processStartTime,
   removeFileLockDirForGc,
 } from "../lib/index.ts";
+import { copyForAnyUid } from "./kernel-helpers.ts";
 
 // vitest provides __dirname (tests type-check as CommonJS, where import.meta is not allowed).
 const repo = path.resolve(__dirname, "..");
@@ -41,21 +42,13 @@ const NOBODY = 65534;
  * may enter (a clone into `mktemp -d`, mode 0700), where uid nobody could
  * not even import it.
  */
-let sharedFacade: string | undefined;
+let sharedCopy: ReturnType<typeof copyForAnyUid> | undefined;
 function facadeForAnyUid(): string {
-  if (!sharedFacade) {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-facade-"));
-    fs.chmodSync(dir, 0o755);
-    for (const part of ["dist", "native"]) {
-      fs.cpSync(path.join(repo, part), path.join(dir, part), { recursive: true });
-    }
-    fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ type: "commonjs" }));
-    sharedFacade = path.join(dir, "dist", "index.js");
-  }
-  return sharedFacade;
+  sharedCopy ??= copyForAnyUid();
+  return sharedCopy.facade;
 }
 afterAll(() => {
-  if (sharedFacade) fs.rmSync(path.dirname(path.dirname(sharedFacade)), { recursive: true, force: true });
+  if (sharedCopy) fs.rmSync(sharedCopy.dir, { recursive: true, force: true });
 });
 
 const roots: string[] = [];
@@ -719,7 +712,7 @@ describe("hostile: umask 0777", () => {
       const file = path.join(parent, "f");
       const script = `
         import * as fs from "node:fs";
-        import { acquireLock } from ${JSON.stringify(facade)};
+        import { acquireLock } from ${JSON.stringify(facadeForAnyUid())};
         const mode = (p) => (fs.statSync(p).mode & 0o7777).toString(8);
         const file = ${JSON.stringify(file)};
         const seen = [];

@@ -12,6 +12,7 @@
 import { spawnSync } from "node:child_process";
 import { createHash, randomUUID } from "node:crypto";
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { Child } from "./fixtures/children.ts";
 
@@ -20,6 +21,25 @@ export const FACADE = path.join(REPO, "dist", "index.js");
 export const CLI = path.join(REPO, "bin", "exactlock.js");
 export const FIXTURE_DIR = path.join(__dirname, "fixtures");
 export const fixture = (name: string): string => path.join(FIXTURE_DIR, name);
+
+/**
+ * The facade, its binary and the fixtures, copied where any uid can read them (a clone
+ * may sit under a 0700 folder, as `mktemp -d` makes): what a child run as uid 65534
+ * loads. The caller removes `dir` when done.
+ */
+export function copyForAnyUid(): { dir: string; facade: string; fixture: (name: string) => string } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-any-uid-"));
+  fs.chmodSync(dir, 0o755);
+  for (const part of ["dist", "native", path.join("__test__", "fixtures")]) {
+    fs.cpSync(path.join(REPO, part), path.join(dir, part), { recursive: true });
+  }
+  fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ type: "commonjs" }));
+  return {
+    dir,
+    facade: path.join(dir, "dist", "index.js"),
+    fixture: (name) => path.join(dir, "__test__", "fixtures", name),
+  };
+}
 
 function onPath(tool: string): boolean {
   return spawnSync("sh", ["-c", 'command -v "$1" >/dev/null 2>&1', "sh", tool]).status === 0;

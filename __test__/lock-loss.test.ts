@@ -11,11 +11,14 @@ import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, FileLockError, type LockRelease } from "../lib/index.ts";
 import { Child, cleanup as cleanupChildren } from "./fixtures/children.ts";
 import { cleanup, makeRoot, PORTABLE, rejectionOf, sleep, waitUntil } from "./helpers.ts";
-import { FACADE, fixture, rootOrSkip } from "./kernel-helpers.ts";
+import { copyForAnyUid, rootOrSkip } from "./kernel-helpers.ts";
 
+/** Copies of the facade made for uid 65534 (copyForAnyUid), removed after each test. */
+const copies: string[] = [];
 afterEach(async () => {
   await cleanupChildren();
   await cleanup();
+  for (const dir of copies.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
 });
 
 /** inotify instances this process holds open. */
@@ -162,9 +165,12 @@ describe("a loss watch the kernel refuses (the uid's inotify instances used up)"
       fs.chmodSync(root, 0o777);
       const file = path.join(root, "state.json");
       await exhaustInotify();
+      // What uid 65534 runs must be readable by it wherever the clone sits.
+      const copy = copyForAnyUid();
+      copies.push(copy.dir);
       const asNobody = (args: string[]) =>
         new Child("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, ...args]);
-      const holder = asNobody([fixture("watched-holder.mjs"), FACADE, file, how]);
+      const holder = asNobody([copy.fixture("watched-holder.mjs"), copy.facade, file, how]);
       expect(await holder.nextLine()).toBe("held");
       fs.rmSync(`${file}.lock`, { recursive: true });
       expect(await holder.nextLine()).toBe("lost EMISSING");
@@ -172,7 +178,7 @@ describe("a loss watch the kernel refuses (the uid's inotify instances used up)"
       expect(await holder.nextLine()).toBe("release-error EMISSING");
 
       // And a lock that is not lost is released whole, leaving nothing.
-      const second = asNobody([fixture("watched-holder.mjs"), FACADE, file, how]);
+      const second = asNobody([copy.fixture("watched-holder.mjs"), copy.facade, file, how]);
       expect(await second.nextLine()).toBe("held");
       second.send("release");
       expect(await second.nextLine()).toBe("released");
