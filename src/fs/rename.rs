@@ -316,8 +316,14 @@ pub fn rename_no_replace_at(
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
 ) -> NoReplaceOutcome {
-    let (primitive, result) =
-        exclusive_rename(caps::global(), src_dir, src_name, dst_dir, dst_name, None);
+    let (primitive, result) = exclusive_rename(
+        caps::global(),
+        src_dir,
+        src_name,
+        dst_dir,
+        dst_name,
+        Source::ByName,
+    );
     outcome(primitive, result)
 }
 
@@ -366,26 +372,40 @@ struct PinnedSource {
     stat: Stat,
 }
 
+/// How [`exclusive_rename`] knows its source.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// By its name only: it is looked at and pinned first.
+    ByName,
+    /// Held open by the caller (its `fstat`); what moved is checked after.
+    Held(&'a Stat),
+    /// Held open by the caller, who made it and guards it (see
+    /// [`rename_fresh_no_replace_at`]): what the kernel's rename moved is
+    /// it, with no check after.
+    Fresh(&'a Stat),
+}
+
 /// The exclusive rename with its fallback; returns the primitive that
 /// actually decided the result. `caps` is what is known of the filesystem:
 /// where the flag was refused before, the fallback runs without the call.
 /// The source is pinned by name first, unless the caller holds it open
-/// (`held`: its `fstat`; see [`rename_held_no_replace_at`]).
+/// (see [`Source`]).
 fn exclusive_rename(
     caps: &Caps,
     src_dir: BorrowedFd<'_>,
     src_name: &OsStr,
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
-    held: Option<&Stat>,
+    source: Source<'_>,
 ) -> (Primitive, Result<(), Refusal>) {
-    let pinned = check_names(src_name, dst_name).and_then(|()| match held {
-        Some(stat) => Ok(PinnedSource {
+    let pinned = check_names(src_name, dst_name).and_then(|()| match source {
+        Source::Held(stat) | Source::Fresh(stat) => Ok(PinnedSource {
             _pin: None,
             stat: *stat,
         }),
-        None => pin_source(src_dir, src_name),
+        Source::ByName => pin_source(src_dir, src_name),
     });
+    let source_kind = source;
     let source = match pinned {
         Ok(source) => source,
         Err(refusal) => return (PLATFORM_PRIMITIVE, Err(refusal)),
@@ -393,6 +413,7 @@ fn exclusive_rename(
     let dev = fsx::dev_of(&source.stat);
     match kernel_no_replace(caps, dev, src_dir, src_name, dst_dir, dst_name) {
         None => fallback(src_dir, src_name, dst_dir, dst_name, &source),
+        Some(Ok(())) if matches!(source_kind, Source::Fresh(_)) => (PLATFORM_PRIMITIVE, Ok(())),
         Some(Ok(())) => (
             PLATFORM_PRIMITIVE,
             verify_destination(dst_dir, dst_name, &source),
@@ -422,7 +443,32 @@ pub fn rename_held_no_replace_at(
         src_name,
         dst_dir,
         dst_name,
-        Some(held),
+        Source::Held(held),
+    );
+    outcome(primitive, result)
+}
+
+/// [`rename_held_no_replace_at`] for a source that cannot have been
+/// swapped: the caller made it moments ago under a name nobody else
+/// makes (a fresh UUID), and has held its `flock` since, so no reaper
+/// touches it. Nothing but the caller's own directory can be at that name
+/// (it is there, or gone: `ENOENT`), so where the kernel's exclusive rename
+/// succeeds, what it moved is that directory and the check after it is not
+/// made. The fallback, which works in two steps, still checks.
+pub fn rename_fresh_no_replace_at(
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    held: &Stat,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+) -> NoReplaceOutcome {
+    let (primitive, result) = exclusive_rename(
+        caps::global(),
+        src_dir,
+        src_name,
+        dst_dir,
+        dst_name,
+        Source::Fresh(held),
     );
     outcome(primitive, result)
 }
@@ -842,7 +888,7 @@ mod tests {
             OsStr::new(src),
             parent.as_fd(),
             OsStr::new(dst),
-            None,
+            Source::ByName,
         );
         outcome(primitive, result)
     }
@@ -956,7 +1002,7 @@ mod tests {
             OsStr::new("tree"),
             sub.as_fd(),
             OsStr::new("inside"),
-            None,
+            Source::ByName,
         );
         assert!(result.is_err());
         assert_eq!(std::fs::read(root.join("tree/info")).unwrap(), b"t");

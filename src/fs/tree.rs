@@ -208,14 +208,59 @@ impl TreeSnapshot {
     /// snapshot's root) holds exactly the names this snapshot lists at its
     /// top level, nothing more or less.
     pub fn names_unchanged(&self, root: BorrowedFd<'_>) -> bool {
-        let expected: Vec<&str> = self
-            .entries
+        let expected = self.top_level_names();
+        list_names(root, expected.len() + 1).is_ok_and(|names| names == expected)
+    }
+
+    /// The names this snapshot lists at its top level, sorted bytewise.
+    fn top_level_names(&self) -> Vec<&str> {
+        self.entries
             .iter()
             .skip(1)
             .filter(|entry| !entry.relative_path.contains('/'))
             .map(|entry| entry.relative_path.as_str())
-            .collect();
-        list_names(root, expected.len() + 1).is_ok_and(|names| names == expected)
+            .collect()
+    }
+
+    /// [`Self::names_unchanged`] for the release, in one `getdents64` read
+    /// through `root` itself (Linux): no description of its own to open and
+    /// close, and no second read to see the end of the listing.
+    ///
+    /// Why one read is enough: this look only spares a lock that visibly
+    /// gained an entry from being detached. An entry it does not see (one
+    /// added after it, or past a first read that a filesystem cut short) is
+    /// caught by the `rmdir` that ends the release, which refuses a
+    /// directory that is not empty and leaves it where it is; a first read
+    /// that misses the record itself answers `false`, and the careful path
+    /// decides. `root`'s file offset is its own: only the release lists
+    /// through it (a held lock's watch opens a description of its own), so
+    /// it is at the start unless an earlier attempt of this release moved
+    /// it (`listed_before`: it is put back first).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub fn names_unchanged_held(&self, root: BorrowedFd<'_>, listed_before: bool) -> bool {
+        use std::mem::MaybeUninit;
+        if listed_before && fs::seek(root, fs::SeekFrom::Start(0)).is_err() {
+            return false;
+        }
+        let expected = self.top_level_names();
+        let mut buffer = [MaybeUninit::<u8>::uninit(); 1024];
+        let mut listing = fs::RawDir::new(root, &mut buffer);
+        let mut names = Vec::with_capacity(expected.len());
+        while let Some(entry) = listing.next() {
+            let Ok(entry) = entry else { return false };
+            let bytes = entry.file_name().to_bytes();
+            if bytes != b"." && bytes != b".." {
+                match std::str::from_utf8(bytes) {
+                    Ok(name) if names.len() < expected.len() => names.push(name.to_owned()),
+                    _ => return false,
+                }
+            }
+            if listing.is_buffer_empty() {
+                break;
+            }
+        }
+        names.sort_unstable();
+        names == expected
     }
 
     /// Whether `later` shows the same tree: same root, no entry added or

@@ -26,7 +26,7 @@ use std::ffi::OsString;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -1008,6 +1008,8 @@ impl Attempts {
             published: published.tree,
             record_bytes: record,
             owner_token: self.owner_token.clone(),
+            root_listed: AtomicBool::new(false),
+            root_guarded: AtomicBool::new(true),
         }))
     }
 

@@ -10,16 +10,19 @@
 //! Until its record is written, a staging directory says nothing of its
 //! owner but the pid in its name, which carries no pid namespace: a reaper
 //! that sees that pid dead cannot tell a publisher killed mid-way from a
-//! live one of another pid namespace. So the publisher holds the
-//! directory's `flock` (`LOCK_EX`) from right after its `mkdir` until the
-//! record is written, and lets go before publishing (a published lock is
-//! never left locked: removers and reclaimers take turns on that `flock`).
-//! The kernel drops it when the publisher dies, in whatever namespace: a
-//! reaper that takes it knows no live publisher is filling the directory
-//! (see [`crate::lock::debris`]). A reaper may still win the `flock`
-//! between our `mkdir` and our `flock`; it may then remove the directory,
-//! and the publication is made again under a fresh name (`ENOENT`, as for
-//! a vanished parent: every caller tries again).
+//! live one of another pid namespace. So the publisher takes the
+//! directory's `flock` (`LOCK_EX`) right after its `mkdir`, and keeps it:
+//! while it stages, waits, and then holds the published lock, until the
+//! release (or the process) ends. The kernel drops it when the publisher
+//! dies, in whatever namespace: a reaper that takes it knows no live
+//! publisher is filling the directory (see [`crate::lock::debris`]), and a
+//! reclaimer, who takes it before removing a lock it judged stale (see
+//! [`crate::lock::guard`]), knows that no live process holds the lock
+//! through it. The release therefore needs no `flock` of its own. A reaper
+//! may still win the `flock` between our `mkdir` and our `flock`; it may
+//! then remove the directory, and the publication is made again under a
+//! fresh name (`ENOENT`, as for a vanished parent: every caller tries
+//! again).
 
 use std::ffi::{OsStr, OsString};
 
@@ -231,10 +234,10 @@ pub fn publish(
     // to `.fuse_hidden…`, and the staging directory could not be removed.
     drop(info);
     let outcome = match crate::sys::faults::check("publish.rename") {
-        // From the descriptor made with the directory: the rename checks
-        // that the lock name then holds exactly it.
+        // Made just now under a fresh name and guarded by its `flock`
+        // since: what the rename moves is our directory.
         Ok(()) => {
-            rename::rename_held_no_replace_at(parent, &staging, &root_stat, parent, lock_name)
+            rename::rename_fresh_no_replace_at(parent, &staging, &root_stat, parent, lock_name)
         }
         Err(code) => {
             remove_staging(parent, &staging, Some(&staged.root));
@@ -295,8 +298,8 @@ fn stage(
         // A umask that takes the owner's `r` (0777) leaves our new
         // directory unreadable, so it cannot be opened to `fchmod` it: its
         // mode is set by name, never through a symlink swapped in for it;
-        // what is opened next is opened no-follow, and checked by identity
-        // when it is published.
+        // what is opened next is opened no-follow. (Nobody but us makes a
+        // directory under this fresh name: what it names is ours, or gone.)
         Err(Errno::ACCESS) => {
             fsx::chmod_dir_nofollow(parent, staging, DIR_MODE).map_err(PublishError::Os)?;
             fsx::open_child_dir(parent, staging)
@@ -323,10 +326,7 @@ fn stage(
     }
     .map_err(PublishError::Os)?;
     write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
-    // The record speaks for its owner now (pid, start, boot, pid
-    // namespace): the `flock` has done its work, and a published lock must
-    // not be left locked.
-    let _ = fs::flock(&dir, FlockOperation::Unlock);
+    // The `flock` stays taken (see the module docs).
     let info_stat = with_mode(info.as_fd(), INFO_MODE).map_err(PublishError::Os)?;
     let root_stat = with_mode(dir.as_fd(), DIR_MODE).map_err(PublishError::Os)?;
     let tree = TreeSnapshot::of_single_file(&root_stat, INFO_NAME, &info_stat, record);
@@ -345,8 +345,8 @@ fn with_mode(fd: BorrowedFd<'_>, mode: Mode) -> Result<Stat, Errno> {
     fs::fstat(fd)
 }
 
-/// Takes the `flock` of a staging directory we just made, held until its
-/// record is written (see the module docs). A filesystem without `flock`
+/// Takes the `flock` of a staging directory we just made, held for as
+/// long as the directory is ours (see the module docs). A filesystem without `flock`
 /// goes on without it (reapers there keep such a directory while it is
 /// young). Taken already: a reaper is judging our directory — it saw our
 /// name's pid dead, so we are in another pid namespace than it — and may
@@ -835,7 +835,9 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn a_staging_with_its_record_and_a_published_lock_are_left_unlocked() {
+    fn a_staging_and_its_published_lock_keep_their_flock_while_ours() {
+        // A reaper or a reclaimer of another process is kept off for as long
+        // as the directory is ours; the `flock` goes with our descriptor.
         let root = tempdir("staging-flock");
         let parent = fsx::open_dir_nofollow(&root).unwrap();
         let lock = OsStr::new("f.lock");
@@ -845,16 +847,20 @@ mod tests {
             .into_iter()
             .find(|name| name != "f.lock")
             .unwrap();
-        assert!(flock_is_free(&root.join(&staging)));
+        assert!(!flock_is_free(&root.join(&staging)));
         std::fs::remove_dir(root.join("f.lock")).unwrap();
-        let Ok(StagedPublication::Published(_held)) = staged.publish(lock, b"{}") else {
+        let Ok(StagedPublication::Published(held)) = staged.publish(lock, b"{}") else {
             panic!("published");
         };
+        assert!(!flock_is_free(&root.join("f.lock")));
+        drop(held);
         assert!(flock_is_free(&root.join("f.lock")));
         let other = OsStr::new("g.lock");
-        let Ok(Publication::Published(_also_held)) = publish(parent.as_fd(), other, b"{}") else {
+        let Ok(Publication::Published(also_held)) = publish(parent.as_fd(), other, b"{}") else {
             panic!("published");
         };
+        assert!(!flock_is_free(&root.join("g.lock")));
+        drop(also_held);
         assert!(flock_is_free(&root.join("g.lock")));
         std::fs::remove_dir_all(root).unwrap();
     }

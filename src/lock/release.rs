@@ -7,6 +7,7 @@
 //! in-process table, so a later acquisition in this process retries it and
 //! never steals from it.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use std::ffi::OsStr;
@@ -263,7 +264,7 @@ fn stat_root(parent: BorrowedFd<'_>, name: &OsStr) -> Option<(u64, u64)> {
 }
 
 /// The release of a lock that is exactly as this generation published it,
-/// in a dozen syscalls and without walking it: `None` as soon as anything
+/// in about ten syscalls and without walking it: `None` as soon as anything
 /// differs, for the general path to decide.
 ///
 /// Why this is exact: the root directory is ours by identity, and cannot
@@ -271,36 +272,35 @@ fn stat_root(parent: BorrowedFd<'_>, name: &OsStr) -> Option<(u64, u64)> {
 /// cannot be recycled). The record is ours because it is the same inode
 /// with the same size, mtime and ctime as right after we wrote it: the
 /// kernel stamps ctime on every change to an inode and nobody can set it
-/// back, so an equal ctime proves the bytes unchanged. The directory holds
-/// nothing else (listed before the detach; `rmdir` refuses if something
-/// appears later). It is listed, not judged by its own times: an entry
-/// added within one tick of a coarse clock (ramfs, ext4 with 128-byte
-/// inodes, any kernel before fine-grained timestamps) leaves them as they
-/// were, and a waiter's staging gains entries before its publication
-/// looks. Reclaimers take turns on the root's `flock`, and the name is
-/// checked again after the detach, so nothing that took the name
-/// meanwhile is ever removed: it is put back.
+/// back, so an equal ctime proves the bytes unchanged. It is looked at
+/// once, after the detach and right before its unlink, where a change
+/// means the directory is given its name back untouched. The directory
+/// holds nothing else: it is listed before the detach, so a lock that
+/// gained an entry while held keeps its name, and `rmdir` refuses one that
+/// gains an entry later, which then stays where it is. Reclaimers take
+/// turns on the root's `flock`, which the publication took and holds for
+/// the lock's life, and the name is checked again after the detach, so
+/// nothing that took the name meanwhile is ever removed: it is put back.
 fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     let parent = generation.parent.as_fd();
     let root = generation.root.as_fd();
     let published = &generation.published;
     let name = &generation.lock_name;
     let removing = tree::quarantine_name(name);
-    if !(published.files_look_unchanged(root) && published.names_unchanged(root)) {
-        return None;
-    }
-    match fs::flock(root, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => {}
-        Err(errno) if is_flock_unsupported(errno) => {}
+    if !take_guard(generation) {
         // A reclaimer is judging this directory right now.
-        Err(_) => return Some(Err(Removal::Transient("busy"))),
+        return Some(Err(Removal::Transient("busy")));
     }
     // Handing over to the general path: it takes the turn through a
     // descriptor of its own, so ours must not keep it.
     let hand_over = || {
         let _ = fs::flock(root, FlockOperation::Unlock);
+        generation.root_guarded.store(false, Ordering::Relaxed);
         None
     };
+    if !names_unchanged(generation) {
+        return hand_over();
+    }
     if !stat_root(parent, name).is_some_and(|seen| is_our_root(&seen, generation)) {
         return hand_over();
     }
@@ -324,7 +324,6 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     }
     if let Err(errno) = fs::unlinkat(root, INFO_NAME, AtFlags::empty()) {
         move_back();
-        let _ = fs::flock(root, FlockOperation::Unlock);
         return Some(Err(Removal::Transient(crate::sys::errno::errno_code(
             errno,
         ))));
@@ -335,6 +334,37 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     // (kept by the debris rules: its content is not a lock's).
     let _ = fsx::remove_dir_settled(parent, &removing, root, &mut fsx::FuseSettle::new());
     Some(Ok(()))
+}
+
+/// Whether the lock directory holds exactly the names it was published
+/// with (see [`TreeSnapshot::names_unchanged_held`]).
+fn names_unchanged(generation: &Generation) -> bool {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let listed_before = generation.root_listed.swap(true, Ordering::Relaxed);
+        generation
+            .published
+            .names_unchanged_held(generation.root.as_fd(), listed_before)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    generation
+        .published
+        .names_unchanged(generation.root.as_fd())
+}
+
+/// Makes sure the root's `flock` is ours (an earlier attempt may have
+/// handed it over): `false` if a reclaimer is judging the directory now.
+fn take_guard(generation: &Generation) -> bool {
+    if generation.root_guarded.load(Ordering::Relaxed) {
+        return true;
+    }
+    match fs::flock(&generation.root, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(errno) if is_flock_unsupported(errno) => {}
+        Err(_) => return false,
+    }
+    generation.root_guarded.store(true, Ordering::Relaxed);
+    true
 }
 
 /// Removes the generation's lock if it is exactly `expected`.
@@ -447,6 +477,54 @@ mod tests {
             }
             std::fs::remove_dir_all(dir).unwrap();
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_held_lock_keeps_reclaimers_off_and_a_later_attempt_looks_afresh() {
+        let dir = tempdir("again");
+        let id = acquire_free(&dir);
+        let generation = table::held(id).unwrap();
+        let lock = dir.join("f.lock");
+        let reclaimer_could_act = || {
+            let other = crate::fs::fsx::open_dir_nofollow(&lock).unwrap();
+            fs::flock(&other, FlockOperation::NonBlockingLockExclusive).is_ok()
+        };
+        assert!(!reclaimer_could_act(), "the holder keeps the guard");
+        // A first attempt that sees an entry it did not publish hands over
+        // to the careful path, and with it the guard.
+        std::fs::write(lock.join("note"), b"x").unwrap();
+        assert!(remove_generation(&generation).is_err());
+        assert!(reclaimer_could_act());
+        // The next attempt lists the directory from its start again (its
+        // descriptor's offset was moved) and takes the guard back.
+        std::fs::remove_file(lock.join("note")).unwrap();
+        assert_eq!(remove_generation(&generation), Ok(()));
+        assert_eq!(listing(&dir), Vec::<String>::new());
+        table::forget(id);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn the_held_listing_reads_once_and_rewinds_when_asked() {
+        let dir = tempdir("listing");
+        let id = acquire_free(&dir);
+        let generation = table::held(id).unwrap();
+        let (published, root) = (&generation.published, generation.root.as_fd());
+        assert!(published.names_unchanged_held(root, false));
+        assert!(
+            !published.names_unchanged_held(root, false),
+            "the shared offset is past the record now: nothing more to read"
+        );
+        assert!(published.names_unchanged_held(root, true));
+        std::fs::write(dir.join("f.lock/note"), b"x").unwrap();
+        assert!(!published.names_unchanged_held(root, true));
+        std::fs::remove_file(dir.join("f.lock/note")).unwrap();
+        assert!(published.names_unchanged_held(root, true));
+        drop(generation);
+        assert_eq!(release_first_attempt(id), FirstAttempt::Done(Ok(())));
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

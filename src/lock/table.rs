@@ -9,7 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::sys::os::fd::{BorrowedFd, OwnedFd};
@@ -62,6 +62,14 @@ pub struct Generation {
     /// The exact record bytes this generation wrote.
     pub record_bytes: Vec<u8>,
     pub owner_token: String,
+    /// Whether a release attempt has listed `root` through its own file
+    /// offset already (a later attempt rewinds it first).
+    pub root_listed: AtomicBool,
+    /// Whether `root`'s `flock` is ours (or the filesystem has none): the
+    /// publication takes it and keeps it for the generation's life; a
+    /// release that hands over to the exact removal, which takes its turn
+    /// through a description of its own, lets go of it.
+    pub root_guarded: AtomicBool,
 }
 
 /// Where a generation is in its life.
