@@ -61,9 +61,10 @@ pub fn acquire_free(dir: &Path) -> u64 {
         held_by_caller: Vec::new(),
         on_contended: None,
     });
-    acquire_first_attempt(options)
-        .unwrap()
-        .expect("a free lock is taken by the first attempt")
-        .take()
-        .id
+    match acquire_first_attempt(options).unwrap() {
+        crate::lock::acquire::Inline::Won(claim) => claim.take().id,
+        crate::lock::acquire::Inline::NotNow(_) => {
+            panic!("a free lock is taken by the first attempt")
+        }
+    }
 }

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use napi::{Env, Result};
 
 use crate::lock::acquire::Claim;
+use crate::lock::acquire::Handover;
 use crate::lock::release::{self, ReleaseError};
 use crate::lock::table::Generation;
 use crate::sys::wait::Cancel;
@@ -31,6 +32,9 @@ struct State {
     torn_down: bool,
     pending: Vec<Weak<Cancel>>,
     held: HashSet<u64>,
+    /// The record an inline attempt staged, for the acquisition its caller
+    /// starts next (see [`Scope::hand_over`]), by the file it is for.
+    handed: Option<(String, Handover)>,
 }
 
 /// Scopes by environment (the `napi_env` pointer, which is unique while
@@ -108,7 +112,28 @@ impl Scope {
         }
     }
 
+    /// Keeps the record an inline attempt on `file_path` staged, for the
+    /// acquisition its caller starts next on this environment's thread
+    /// ([`Scope::take_handed`]): the facade starts it right after, in the
+    /// same synchronous run, with no other call of this environment between
+    /// them. Whatever was kept before and not taken is dropped (its staging
+    /// removed), and the environment's teardown drops what is kept.
+    pub fn hand_over(&self, file_path: &str, handover: Handover) {
+        let before = self.lock().handed.replace((file_path.to_owned(), handover));
+        drop(before);
+    }
+
+    /// The staged record handed over for `file_path`, if that is what was
+    /// kept; anything else kept is dropped. Called by every acquisition
+    /// this environment starts, so nothing kept outlives the next one.
+    pub fn take_handed(&self, file_path: &str) -> Option<Handover> {
+        let handed = self.lock().handed.take();
+        handed.and_then(|(path, handover)| (path == file_path).then_some(handover))
+    }
+
     fn tear_down(&self) {
+        let handed = self.lock().handed.take();
+        drop(handed);
         let (pending, held) = {
             let mut state = self.lock();
             state.torn_down = true;

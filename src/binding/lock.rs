@@ -275,6 +275,7 @@ fn acquire_result(
 #[napi]
 pub fn acquire_first_attempt_native(env: Env, request: AcquireRequest) -> Result<AcquireResult> {
     let scope = scope_of(&env)?;
+    let file_path = request.file_path.clone();
     let options = options_of(
         request,
         Arc::default(),
@@ -282,10 +283,17 @@ pub fn acquire_first_attempt_native(env: Env, request: AcquireRequest) -> Result
         None,
         crate::lock::table::next_id(),
     );
-    Ok(acquire_result(
-        &scope,
-        acquire::acquire_first_attempt(options),
-    ))
+    let result = match acquire::acquire_first_attempt(options) {
+        Ok(acquire::Inline::Won(claim)) => Ok(Some(claim)),
+        Ok(acquire::Inline::NotNow(handover)) => {
+            if let Some(handover) = handover {
+                scope.hand_over(&file_path, handover);
+            }
+            Ok(None)
+        }
+        Err(error) => Err(error),
+    };
+    Ok(acquire_result(&scope, result))
 }
 
 /// Acquires a lock; resolves once published or failed. The caller's place
@@ -304,6 +312,7 @@ pub fn acquire_lock_native<'env>(
     let sequence = crate::lock::table::next_id();
     let arrival = acquire::arrive(Path::new(&request.file_path));
     let scope = scope_of(env)?;
+    let handover = scope.take_handed(&request.file_path);
     let token = request.cancel_token;
     let cancel = take_cancel(token);
     scope.track(&cancel);
@@ -320,7 +329,7 @@ pub fn acquire_lock_native<'env>(
         scope,
         token,
     });
-    napi::bindgen_prelude::spawn(acquire::acquire(options, arrival, answer));
+    napi::bindgen_prelude::spawn(acquire::acquire(options, arrival, answer, handover));
     Ok(promise)
 }
 

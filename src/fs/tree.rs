@@ -538,15 +538,42 @@ pub fn remove_tree_in_place_at(
     name: &OsStr,
     expected: &TreeSnapshot,
 ) -> ExactUnlinkOutcome {
+    match remove_exact_in_place_at(parent, name, expected) {
+        InPlace::Removed => ExactUnlinkOutcome::removed(),
+        InPlace::NotExpected(code) => ExactUnlinkOutcome::refused(code),
+        InPlace::Failed(error) => ExactUnlinkOutcome::failed(error),
+    }
+}
+
+/// What [`remove_exact_in_place_at`] did.
+#[derive(Debug)]
+pub enum InPlace {
+    Removed,
+    /// What stands at the name is not exactly the expected tree (the code
+    /// says how it differs, or why it could not be looked at): nothing was
+    /// touched.
+    NotExpected(&'static str),
+    /// It was the expected tree, and deleting it failed part way.
+    Failed(TreeError),
+}
+
+/// [`remove_tree_in_place_at`], telling a tree that is not the expected one
+/// (nothing touched) from one whose deletion failed: one look at the tree
+/// serves as both the identification and the removal's verification.
+pub fn remove_exact_in_place_at(
+    parent: BorrowedFd<'_>,
+    name: &OsStr,
+    expected: &TreeSnapshot,
+) -> InPlace {
     if !fsx::is_single_component(name) {
-        return ExactUnlinkOutcome::refused(TreeError::InvalidRequest.code());
+        return InPlace::NotExpected(TreeError::InvalidRequest.code());
     }
     match verify_in_place(parent, name, expected) {
         Ok((root, root_stat)) => match delete_verified(parent, name, root, &root_stat, expected) {
-            Ok(()) => ExactUnlinkOutcome::removed(),
-            Err(error) => ExactUnlinkOutcome::failed(error),
+            Ok(()) => InPlace::Removed,
+            Err(error) => InPlace::Failed(error),
         },
-        Err(code) => ExactUnlinkOutcome::refused(code),
+        Err(code) => InPlace::NotExpected(code),
     }
 }
 

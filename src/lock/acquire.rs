@@ -42,8 +42,8 @@ use crate::lock::guard::{self, Guarded};
 use crate::lock::names;
 use crate::lock::observe::{Observation, Owner, glance_record, observe};
 use crate::lock::publish::{
-    PastCache, Publication, PublishError, Published, Staged, StagedPublication, Takeover, publish,
-    publish_over,
+    self, Attempted, PastCache, Publication, PublishError, Published, Staged, StagedPublication,
+    Takeover, publish, publish_over,
 };
 use crate::lock::record::OwnerRecord;
 use crate::lock::release;
@@ -356,6 +356,7 @@ pub async fn acquire(
     options: Arc<AcquireOptions>,
     arrival: table::Arrival,
     answer: Arc<dyn Answer>,
+    handover: Option<Handover>,
 ) {
     let mut attempts = match Attempts::new(options.clone()) {
         Ok(attempts) => attempts,
@@ -365,6 +366,14 @@ pub async fn acquire(
         }
     };
     attempts.arrival = Some(arrival);
+    if let Some(Handover {
+        staged,
+        owner_token,
+    }) = handover
+    {
+        attempts.staged = Some(staged);
+        attempts.owner_token = owner_token;
+    }
     options.cancel.attach(attempts.wake.clone());
     let guard = Guard {
         options: options.clone(),
@@ -447,15 +456,31 @@ impl Answer for BlockingAnswer {
 /// directory has not earned the inline path: [`acquire`] takes over and
 /// makes the attempt whole (this one only looked), so the attempt count is
 /// unchanged.
-pub fn acquire_first_attempt(options: Arc<AcquireOptions>) -> Result<Option<Claim>, AcquireError> {
+pub fn acquire_first_attempt(options: Arc<AcquireOptions>) -> Result<Inline, AcquireError> {
     let mut attempts = Attempts::new(options)?;
     if !fastpath::may_inline(&attempts.parent_path) {
-        return Ok(None);
+        return Ok(Inline::NotNow(None));
     }
     let started = Instant::now();
     let outcome = attempts.inline_attempt();
     fastpath::inline_took(&attempts.parent_path, started.elapsed());
     outcome
+}
+
+/// What the inline attempt ([`acquire_first_attempt`]) came to.
+pub enum Inline {
+    Won(Claim),
+    /// Not now: [`acquire`] takes over, handed the record this attempt
+    /// staged when it found the lock taken (see [`publish::publish_or_stage`]).
+    NotNow(Option<Handover>),
+}
+
+/// A record an inline attempt staged, for the acquisition that takes over:
+/// it goes on as the same owner (the same `owner_token`), so what an
+/// observer read in the staging is what the lock says once published.
+pub struct Handover {
+    staged: Staged,
+    owner_token: String,
 }
 
 /// How a head's contention ended.
@@ -843,27 +868,47 @@ impl Attempts {
     }
 
     /// The inline attempt (see [`acquire_first_attempt`]).
-    fn inline_attempt(&mut self) -> Result<Option<Claim>, AcquireError> {
+    fn inline_attempt(&mut self) -> Result<Inline, AcquireError> {
         let parent = self.make_parent()?;
         let key = self.key_of(parent.as_fd())?;
         self.refuse_names_too_long_here(parent.as_fd(), &key)?;
         self.refuse_if_held_by_caller(&key)?;
         if !table::nobody_waits_for(&key) {
-            return Ok(None);
+            return Ok(Inline::NotNow(None));
         }
         release::retry_pending(&key);
         let record = self.record();
-        match self.try_publish(parent.as_fd(), &record) {
-            Ok(Some(published)) => {
+        // An acquisition that will wait if the lock is taken stages its
+        // record at once: no look first, and a taken lock hands the staging
+        // to the wait. One that will not wait looks first, so that a taken
+        // lock costs it one `stat`.
+        let outcome = if self.options.budget.is_zero() {
+            self.try_publish(parent.as_fd(), &record)
+                .map(|published| published.ok_or(None))
+        } else {
+            let parent_id = (key.parent.dev, key.parent.ino);
+            publish::publish_or_stage(parent.as_fd(), parent_id, &self.lock_name, &record).map(
+                |attempted| match attempted {
+                    Attempted::Published(published) => Ok(published),
+                    Attempted::Contended(staged) => Err(staged),
+                },
+            )
+        };
+        match outcome {
+            Ok(Ok(published)) => {
                 crate::debug!(
                     "acquired {} (free, on the calling thread)",
                     self.lock_path.display()
                 );
-                Ok(Some(self.held(key, parent, published, record)))
+                Ok(Inline::Won(self.held(key, parent, published, record)))
             }
-            // Held, or the parent vanished meanwhile: the full state machine
-            // knows what to do with either.
-            Ok(None) | Err(PublishError::Os(Errno::NOENT)) => Ok(None),
+            Ok(Err(staged)) => Ok(Inline::NotNow(staged.map(|staged| Handover {
+                staged,
+                owner_token: self.owner_token.clone(),
+            }))),
+            // The parent vanished meanwhile: the full state machine knows
+            // what to do.
+            Err(PublishError::Os(Errno::NOENT)) => Ok(Inline::NotNow(None)),
             Err(error) => Err(self.publish_error(error)),
         }
     }
@@ -1315,7 +1360,7 @@ impl Attempts {
     /// the filesystem cannot exchange, removes it exactly and lets the next
     /// attempt publish.
     fn take_over(
-        &self,
+        &mut self,
         parent: BorrowedFd<'_>,
         record: &[u8],
         judged: &TreeSnapshot,
@@ -1337,7 +1382,24 @@ impl Attempts {
             "reclaiming {}: exchanging the judged directory for ours",
             self.lock_path.display()
         );
-        match publish_over(parent, &self.lock_name, record, judged) {
+        // The record staged for the wait is the one exchanged, if it is
+        // staged in this parent still.
+        let with_staged = match self.staged.as_mut() {
+            Some(staged) if staged.fits(parent, record) => {
+                staged.publish_over(&self.lock_name, record, judged)
+            }
+            _ => Ok(None),
+        };
+        let takeover = match with_staged {
+            Ok(Some(takeover)) => Ok(takeover),
+            Ok(None) => {
+                // Our staging is gone, or its name holds something else.
+                self.staged = None;
+                publish_over(parent, &self.lock_name, record, judged)
+            }
+            Err(error) => Err(error),
+        };
+        match takeover {
             Ok(Takeover::Published(published)) => {
                 crate::debug!("reclaimed {}", self.lock_path.display());
                 return Ok(Judged::Won(published));

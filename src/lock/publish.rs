@@ -135,13 +135,7 @@ pub fn publish_over(
 ) -> Result<Takeover, PublishError> {
     // Where this filesystem refused the exchange before, do not stage a
     // record only to have it refused again (see `caps`).
-    let caps = caps::global();
-    if !caps.should_try(judged.root_dev, Flag::Exchange) {
-        crate::debug!(
-            "no {} on device {} (refused there before): reclaiming in place",
-            Flag::Exchange.as_str(),
-            judged.root_dev
-        );
+    if !exchange_worth_trying(judged) {
         return Ok(Takeover::Unsupported);
     }
     let Stage {
@@ -154,11 +148,63 @@ pub fn publish_over(
     // (sshfs) keeps an unlinked but open file as `.fuse_hidden…`, and the
     // directory would then stay behind, not empty.
     drop(info);
-    match rename::exchange_at(parent, &staging, parent, lock_name) {
+    match exchange_over(parent, &staging, lock_name, judged) {
+        Exchanged::Won => Ok(Takeover::Published(staged)),
+        Exchanged::Refused(takeover) => {
+            remove_staging(parent, &staging, Some(&staged.root));
+            takeover
+        }
+        Exchanged::SwappedBack(takeover) => {
+            remove_staging(parent, &staging, Some(&staged.root));
+            Ok(takeover)
+        }
+        Exchanged::LeftSwapped => Ok(Takeover::NotJudged),
+    }
+}
+
+/// Whether an exchange is worth staging for on the judged tree's device
+/// (it was not refused there before, see `caps`).
+fn exchange_worth_trying(judged: &TreeSnapshot) -> bool {
+    let worth = caps::global().should_try(judged.root_dev, Flag::Exchange);
+    if !worth {
+        crate::debug!(
+            "no {} on device {} (refused there before): reclaiming in place",
+            Flag::Exchange.as_str(),
+            judged.root_dev
+        );
+    }
+    worth
+}
+
+/// What [`exchange_over`] did with a staging directory.
+enum Exchanged {
+    /// Our directory holds the lock name; the judged tree was removed (or,
+    /// undeletable and impossible to give back, left at our staging name).
+    Won,
+    /// Nothing was swapped: the outcome to report. The staging is as it was.
+    Refused(Result<Takeover, PublishError>),
+    /// What stood at the lock name was swapped back: the outcome to report.
+    /// Our directory is at its staging name again.
+    SwappedBack(Takeover),
+    /// What was swapped out could not be swapped back: both are left where
+    /// they are, and our staging name holds something that is not ours.
+    LeftSwapped,
+}
+
+/// Exchanges our directory, staged at `staging`, with whatever stands at
+/// `lock_name`, and keeps the swap only if what came out is exactly the
+/// judged tree (see [`publish_over`]).
+fn exchange_over(
+    parent: BorrowedFd<'_>,
+    staging: &OsStr,
+    lock_name: &OsStr,
+    judged: &TreeSnapshot,
+) -> Exchanged {
+    let caps = caps::global();
+    match rename::exchange_at(parent, staging, parent, lock_name) {
         Ok(()) => caps.learned(judged.root_dev, Flag::Exchange, true),
         Err(errno) => {
-            remove_staging(parent, &staging, Some(&staged.root));
-            return match errno {
+            return Exchanged::Refused(match errno {
                 Errno::NOENT => Ok(Takeover::Vanished),
                 Errno::INVAL | Errno::NOSYS | Errno::NOTSUP => {
                     caps.learned(judged.root_dev, Flag::Exchange, false);
@@ -174,45 +220,44 @@ pub fn publish_over(
                 // directory, not of the filesystem.
                 Errno::XDEV => Ok(Takeover::Unsupported),
                 errno => Err(PublishError::Os(errno)),
-            };
+            });
         }
     }
-    match tree::snapshot_tree_at(parent, &staging) {
-        Ok(swapped_out) if judged.same_tree_as(&swapped_out) => {
-            // Our private name now holds the judged tree: delete it exactly.
-            let removal = tree::remove_tree_in_place_at(parent, &staging, &swapped_out);
-            if removal.ok || removal.code == Some("not_found") {
-                return Ok(Takeover::Published(staged));
-            }
+    // Our private name holds what was swapped out: deleted exactly if it is
+    // the judged tree (one look identifies it and verifies the removal).
+    match tree::remove_exact_in_place_at(parent, staging, judged) {
+        tree::InPlace::Removed => Exchanged::Won,
+        tree::InPlace::Failed(error) => {
             // It cannot be deleted (no permission, immutable...): holding
             // the lock would leave it under our staging name for good. Give
             // it its name back and say why, as the in-place path would.
-            let code = removal.os_code.or(removal.code).unwrap_or("io_error");
-            if rename::exchange_at(parent, &staging, parent, lock_name).is_ok() {
-                remove_staging(parent, &staging, Some(&staged.root));
-                return Ok(Takeover::Undeletable(code));
+            let outcome = tree::ExactUnlinkOutcome::failed(error);
+            let code = outcome.os_code.or(outcome.code).unwrap_or("io_error");
+            if rename::exchange_at(parent, staging, parent, lock_name).is_ok() {
+                return Exchanged::SwappedBack(Takeover::Undeletable(code));
             }
             // Not even that: we hold the lock; what is left of the judged
             // tree stays at our staging name, for the reaper once we are gone.
-            Ok(Takeover::Published(staged))
+            Exchanged::Won
         }
-        _ => {
+        tree::InPlace::NotExpected(_) => {
             // Not what was judged (a successor, a copy): give it its name
             // back. If even that fails, leave both where they are: nothing
             // that is not ours is ever deleted.
-            if rename::exchange_at(parent, &staging, parent, lock_name).is_ok() {
-                remove_staging(parent, &staging, Some(&staged.root));
-                // Someone else renaming lock directories by name may have
-                // put the judged stale tree under our private name instead
-                // of ours: that tree is exactly what this reclaim set out
-                // to remove, and it no longer stands at the lock name.
-                if let Ok(left) = tree::snapshot_tree_at(parent, &staging)
-                    && judged.same_tree_as(&left)
-                {
-                    tree::remove_tree_in_place_at(parent, &staging, &left);
-                }
+            if rename::exchange_at(parent, staging, parent, lock_name).is_err() {
+                return Exchanged::LeftSwapped;
             }
-            Ok(Takeover::NotJudged)
+            // Someone else renaming lock directories by name may have put
+            // the judged stale tree under our private name instead of ours:
+            // that tree is exactly what this reclaim set out to remove, and
+            // it no longer stands at the lock name. (Ours is then not at
+            // our staging name: removing the staging finds it not ours.)
+            if let Ok(left) = tree::snapshot_tree_at(parent, staging)
+                && judged.same_tree_as(&left)
+            {
+                tree::remove_tree_in_place_at(parent, staging, &left);
+            }
+            Exchanged::SwappedBack(Takeover::NotJudged)
         }
     }
 }
@@ -253,6 +298,68 @@ pub fn publish(
     } else {
         Err(PublishError::Rename(outcome.code.unwrap_or("io_error")))
     }
+}
+
+/// What [`publish_or_stage`] did.
+pub enum Attempted {
+    Published(Published),
+    /// Something stands at the lock name: the staging is kept (unless no
+    /// descriptor was left to keep it with), for the wait that follows to
+    /// publish when the lock frees.
+    Contended(Option<Staged>),
+}
+
+/// [`publish`] without looking at the lock name first, for an acquisition
+/// that will wait if the lock is taken: it needs a staged record then (see
+/// [`Staged`]), and the one made for this attempt becomes it. So a free
+/// lock costs no look, and a taken one no staging made in vain.
+/// `parent_id` is the identity of `parent` (see [`Staged::fits`]). The
+/// record stays open until the rename has answered: this runs on local
+/// filesystems only (the inline path), where an open file does not keep a
+/// removed staging directory from going.
+pub fn publish_or_stage(
+    parent: BorrowedFd<'_>,
+    parent_id: (u64, u64),
+    lock_name: &OsStr,
+    record: &[u8],
+) -> Result<Attempted, PublishError> {
+    let Stage {
+        name: staging,
+        published: staged,
+        root_stat,
+        info,
+    } = stage_new(parent, lock_name, record)?;
+    let outcome = match crate::sys::faults::check("publish.rename") {
+        Ok(()) => {
+            rename::rename_fresh_no_replace_at(parent, &staging, &root_stat, parent, lock_name)
+        }
+        Err(code) => {
+            drop(info);
+            remove_staging(parent, &staging, Some(&staged.root));
+            return Err(PublishError::Os(crate::sys::faults::errno_of(code)));
+        }
+    };
+    if outcome.ok {
+        return Ok(Attempted::Published(staged));
+    }
+    let contended = outcome.refused_with(rename::Refusal::DestinationExists);
+    if contended && let Ok(parent) = crate::sys::os::io::fcntl_dupfd_cloexec(parent, 0) {
+        return Ok(Attempted::Contended(Some(Staged {
+            parent,
+            parent_id,
+            name: staging,
+            root: Some(staged.root),
+            info: Some(info),
+            len: record.len(),
+        })));
+    }
+    drop(info);
+    remove_staging(parent, &staging, Some(&staged.root));
+    if contended {
+        // No descriptor to keep the staging with: the wait stages again.
+        return Ok(Attempted::Contended(None));
+    }
+    Err(PublishError::Rename(outcome.code.unwrap_or("io_error")))
 }
 
 /// Creates a fresh staging directory for `lock_name` holding `record`.
@@ -501,6 +608,42 @@ impl Staged {
         Ok(still_ours.then_some((tree, root_stat)))
     }
 
+    /// [`publish_over`] with this staged record, renewed to `record`: the
+    /// waiter that judged the lock stale exchanges the record it staged
+    /// for the wait, rather than staging another and removing this one
+    /// after. A staging the exchange does not keep stays staged for the
+    /// next wake. `None` when the staging name is no longer our directory
+    /// (nothing was swapped): stage afresh.
+    pub fn publish_over(
+        &mut self,
+        lock_name: &OsStr,
+        record: &[u8],
+        judged: &TreeSnapshot,
+    ) -> Result<Option<Takeover>, PublishError> {
+        if !exchange_worth_trying(judged) {
+            return Ok(Some(Takeover::Unsupported));
+        }
+        let Some((tree, _)) = self.renew(record)? else {
+            return Ok(None);
+        };
+        Ok(Some(
+            match exchange_over(self.parent.as_fd(), &self.name, lock_name, judged) {
+                Exchanged::Won => {
+                    let root = self.root.take().expect("staged until published");
+                    Takeover::Published(Published { root, tree })
+                }
+                Exchanged::Refused(takeover) => takeover?,
+                Exchanged::SwappedBack(takeover) => takeover,
+                Exchanged::LeftSwapped => {
+                    // Our staging name holds what was swapped out: not ours
+                    // to remove when this is dropped.
+                    self.root = None;
+                    Takeover::NotJudged
+                }
+            },
+        ))
+    }
+
     /// Publishes past a client cache that still shows a lock the server no
     /// longer has (see [`crate::lock::volume`]): asks the server whether
     /// anything stands at `lock_name`, and only if nothing does, renames
@@ -655,6 +798,48 @@ mod tests {
     // An exchange (`RENAME_EXCHANGE`, `RENAME_SWAP`): Windows has none.
     #[cfg(unix)]
     #[test]
+    fn a_waiters_staged_record_is_what_replaces_the_judged_tree() {
+        let root = tempdir("takeover-staged");
+        let (parent, judged) = judged_stale_lock(&root);
+        let lock = OsStr::new("f.lock");
+        let mut staged = Staged::new(parent.as_fd(), lock, b"new owner 1").unwrap();
+        // Not the judged tree (a successor took the name): swapped back, and
+        // the staging stays for the next wake.
+        std::fs::remove_dir_all(root.join("f.lock")).unwrap();
+        write_lock(&root.join("f.lock"), b"successor");
+        assert!(matches!(
+            staged.publish_over(lock, b"new owner 2", &judged),
+            Ok(Some(Takeover::NotJudged))
+        ));
+        assert_eq!(listing(&root).len(), 2);
+        assert_eq!(
+            std::fs::read(root.join("f.lock/info")).unwrap(),
+            b"successor"
+        );
+        // The judged tree itself: exchanged with the staged record, renewed,
+        // and nothing else is left (no second staging made or removed).
+        std::fs::remove_dir_all(root.join("f.lock")).unwrap();
+        let (_, judged) = judged_stale_lock(&root);
+        let Ok(Some(Takeover::Published(published))) =
+            staged.publish_over(lock, b"new owner 3", &judged)
+        else {
+            panic!("published");
+        };
+        assert_eq!(listing(&root), ["f.lock"]);
+        assert_eq!(
+            std::fs::read(root.join("f.lock/info")).unwrap(),
+            b"new owner 3"
+        );
+        let walked = tree::snapshot_tree_at(parent.as_fd(), lock).unwrap();
+        assert!(published.tree.same_tree_as(&walked));
+        drop(staged);
+        assert_eq!(listing(&root), ["f.lock"]);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    // An exchange (`RENAME_EXCHANGE`, `RENAME_SWAP`): Windows has none.
+    #[cfg(unix)]
+    #[test]
     fn takeover_puts_back_a_byte_identical_successor() {
         let root = tempdir("successor");
         let (parent, judged) = judged_stale_lock(&root);
@@ -744,6 +929,63 @@ mod tests {
         let waiting = Staged::new(parent.as_fd(), lock, b"{}").unwrap();
         assert_eq!(listing(&root).len(), 2);
         drop(waiting);
+        assert_eq!(listing(&root), ["f.lock"]);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_attempt_that_finds_the_lock_taken_keeps_its_staging_for_the_wait() {
+        let root = tempdir("publish-or-stage");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let id = {
+            let stat = fs::fstat(&parent).unwrap();
+            (fsx::dev_of(&stat), fsx::ino_of(&stat))
+        };
+        let lock = OsStr::new("f.lock");
+        // Free: published, nothing else left.
+        let Ok(Attempted::Published(published)) =
+            publish_or_stage(parent.as_fd(), id, lock, b"{\"timestamp\":1}")
+        else {
+            panic!("published");
+        };
+        assert_eq!(listing(&root), ["f.lock"]);
+        let walked = tree::snapshot_tree_at(parent.as_fd(), lock).unwrap();
+        assert!(published.tree.same_tree_as(&walked));
+        // Taken: the staging stays, with its record, for the wait to publish.
+        let Ok(Attempted::Contended(Some(mut staged))) =
+            publish_or_stage(parent.as_fd(), id, lock, b"{\"timestamp\":2}")
+        else {
+            panic!("contended, staged");
+        };
+        let staging = listing(&root)
+            .into_iter()
+            .find(|name| name != "f.lock")
+            .expect("the staging is kept");
+        assert_eq!(
+            std::fs::read(root.join(&staging).join("info")).unwrap(),
+            b"{\"timestamp\":2}"
+        );
+        assert!(staged.fits(parent.as_fd(), b"{\"timestamp\":3}"));
+        drop(published);
+        std::fs::remove_dir_all(root.join("f.lock")).unwrap();
+        let Ok(StagedPublication::Published(_won)) = staged.publish(lock, b"{\"timestamp\":3}")
+        else {
+            panic!("the kept staging publishes");
+        };
+        assert_eq!(listing(&root), ["f.lock"]);
+        assert_eq!(
+            std::fs::read(root.join("f.lock/info")).unwrap(),
+            b"{\"timestamp\":3}"
+        );
+        // A kept staging the wait does not use goes when dropped.
+        let Ok(Attempted::Contended(Some(unused))) =
+            publish_or_stage(parent.as_fd(), id, lock, b"{}")
+        else {
+            panic!("contended, staged");
+        };
+        assert_eq!(listing(&root).len(), 2);
+        drop(unused);
         assert_eq!(listing(&root), ["f.lock"]);
         std::fs::remove_dir_all(root).unwrap();
     }
