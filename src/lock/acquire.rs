@@ -51,6 +51,7 @@ use crate::lock::report::{Holder, HolderState, describe, describe_record};
 use crate::lock::table::{self, Generation, LockKey, Ticket};
 use crate::lock::verdict::{HostPolicy, Liveness, Observer, judge, judge_record};
 use crate::lock::volume;
+use crate::sys::closer::ClosedLater;
 use crate::sys::errno::{errno_code, errno_text};
 use crate::sys::incarnation::{self, ThisProcess};
 use crate::sys::platform;
@@ -1046,10 +1047,10 @@ impl Attempts {
             id: table::next_id(),
             key,
             lock_path: self.lock_path.clone(),
-            parent,
+            parent: ClosedLater::new(parent),
             parent_path: self.parent_path.clone(),
             lock_name: self.lock_name.clone(),
-            root: published.root,
+            root: ClosedLater::new(published.root),
             published: published.tree,
             record_bytes: record,
             owner_token: self.owner_token.clone(),

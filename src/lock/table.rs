@@ -12,11 +12,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use crate::sys::os::fd::{BorrowedFd, OwnedFd};
+use crate::sys::os::fd::BorrowedFd;
 use crate::sys::os::io::Errno;
 
 use crate::fs::fsx;
 use crate::fs::tree::TreeSnapshot;
+use crate::sys::closer::ClosedLater;
 use crate::sys::wait::Wake;
 
 /// The canonical name of a lock: the identity of its parent directory
@@ -50,13 +51,14 @@ pub struct Generation {
     pub lock_path: PathBuf,
     /// The parent directory, opened when the lock was published; release
     /// works relative to it even if the path is renamed meanwhile.
-    pub parent: OwnedFd,
+    pub parent: ClosedLater,
     pub parent_path: PathBuf,
     pub lock_name: OsString,
     /// The published directory, held open so its inode number cannot be
     /// recycled for a copy while this generation lives; its dev/ino are
-    /// what release compares against.
-    pub root: OwnedFd,
+    /// what release compares against. Both are closed off the thread that
+    /// lets the generation go (see [`ClosedLater`]).
+    pub root: ClosedLater,
     /// The tree as published, what release removes if nothing changed it.
     pub published: TreeSnapshot,
     /// The exact record bytes this generation wrote.

@@ -49,6 +49,10 @@ struct Ctx {
     /// with the `mkdirat` claim and a plain `renameat` (see
     /// `src/fs/rename.rs`), and never asks again.
     noreplace_refused: bool,
+    /// The thread that closes a released lock's descriptors, as exactlock's
+    /// does (`src/sys/closer.rs`): the last close of a removed directory,
+    /// where the filesystem frees its inode, is not the releaser's to wait.
+    closer: std::sync::mpsc::Sender<OwnedFd>,
 }
 
 macro_rules! sys {
@@ -324,8 +328,8 @@ impl Ctx {
         );
         sys!(self, fs::unlinkat(&root, INFO, AtFlags::empty()).unwrap());
         self.rmdir_settled(p, c"f.lock.removing");
-        drop(parent);
-        drop(root);
+        self.closer.send(parent).unwrap();
+        self.closer.send(root).unwrap();
         self.calls += 2;
     }
 
@@ -462,6 +466,11 @@ fn main() {
         calls: 0,
         seq: 0,
         noreplace_refused: false,
+        closer: {
+            let (sender, receiver) = std::sync::mpsc::channel::<OwnedFd>();
+            std::thread::spawn(move || receiver.into_iter().for_each(drop));
+            sender
+        },
     };
     let parent = fs::open(
         dir.as_str(),
