@@ -1166,10 +1166,13 @@ impl Attempts {
         parent: BorrowedFd<'_>,
         record: &[u8],
     ) -> Result<Option<Published>, PublishError> {
-        // Look before leaping: a held lock costs one `stat` instead of a
-        // staging directory made, renamed in vain and removed. The
-        // no-replace rename stays the arbiter when the name is free.
-        if fsx::stat_nofollow(parent, &self.lock_name).is_ok() {
+        // On a local, fast filesystem a staged record needs no look first:
+        // its no-replace rename is the look, and one refused leaves it
+        // staged for the next wake. (On a network mount, where a waiter
+        // wakes on its timer and each call is a round trip, the look stays
+        // first: one call for a lock still held, not five.)
+        let looks_first = !fastpath::may_inline(&self.parent_path);
+        if looks_first && fsx::stat_nofollow(parent, &self.lock_name).is_ok() {
             return Ok(None);
         }
         if let Some(mut staged) = self.staged.take()
@@ -1183,6 +1186,12 @@ impl Attempts {
                 }
                 StagedPublication::Lost => {}
             }
+        }
+        // Look before leaping: a held lock costs one `stat` instead of a
+        // staging directory made, renamed in vain and removed. The
+        // no-replace rename stays the arbiter when the name is free.
+        if !looks_first && fsx::stat_nofollow(parent, &self.lock_name).is_ok() {
+            return Ok(None);
         }
         Ok(match publish(parent, &self.lock_name, record)? {
             Publication::Published(published) => Some(published),
