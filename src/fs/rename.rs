@@ -360,7 +360,7 @@ pub fn rename_directory_no_replace_at(
             if fsx::kind_of(&source.stat) != FileType::Directory {
                 return Err(Refusal::NotDirectory);
             }
-            claim_and_rename(src_dir, src_name, dst_dir, dst_name, &source)
+            claim_and_rename(src_dir, src_name, dst_dir, dst_name, Some(&source))
         });
     outcome(Primitive::MkdiratRenameatNoreplace, result)
 }
@@ -412,7 +412,14 @@ fn exclusive_rename(
     };
     let dev = fsx::dev_of(&source.stat);
     match kernel_no_replace(caps, dev, src_dir, src_name, dst_dir, dst_name) {
-        None => fallback(src_dir, src_name, dst_dir, dst_name, &source),
+        None => fallback(
+            src_dir,
+            src_name,
+            dst_dir,
+            dst_name,
+            &source,
+            matches!(source_kind, Source::Fresh(_)),
+        ),
         Some(Ok(())) if matches!(source_kind, Source::Fresh(_)) => (PLATFORM_PRIMITIVE, Ok(())),
         Some(Ok(())) => (
             PLATFORM_PRIMITIVE,
@@ -532,11 +539,18 @@ fn fallback(
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
     source: &PinnedSource,
+    fresh: bool,
 ) -> (Primitive, Result<(), Refusal>) {
     match fsx::kind_of(&source.stat) {
         FileType::Directory => (
             Primitive::MkdiratRenameatNoreplace,
-            claim_and_rename(src_dir, src_name, dst_dir, dst_name, source),
+            claim_and_rename(
+                src_dir,
+                src_name,
+                dst_dir,
+                dst_name,
+                (!fresh).then_some(source),
+            ),
         ),
         FileType::RegularFile => (
             Primitive::LinkatNoreplace,
@@ -589,11 +603,15 @@ pub fn exclusive_rename_dir_at(
     if let Some(result) = kernel_no_replace(caps, dev, src_dir, src_name, dst_dir, dst_name) {
         return result.is_ok();
     }
-    // "Renamed" as soon as the rename may have happened (the destination
-    // turned out not to be our source, or the outcome is unknown): the
-    // caller's check of what the new name holds decides, and moves back
-    // what is not ours.
-    rename_directory_no_replace_at(src_dir, src_name, dst_dir, dst_name).mutation_state
+    // "Renamed" as soon as the rename may have happened (the outcome is
+    // unknown): the caller's check of what the new name holds decides, and
+    // moves back what is not ours. So the source is neither pinned before
+    // nor compared after here: the caller looked at it just before, and
+    // looks at the destination just after (on a network mount, five round
+    // trips fewer).
+    let result = check_names(src_name, dst_name)
+        .and_then(|()| claim_and_rename(src_dir, src_name, dst_dir, dst_name, None));
+    outcome(Primitive::MkdiratRenameatNoreplace, result).mutation_state
         != MutationState::NotCommitted
 }
 
@@ -613,12 +631,16 @@ pub fn exchange_at(
 }
 
 /// The directory fallback proper (see [`rename_directory_no_replace_at`]).
+/// With `verify`, the destination is checked after the rename to be that
+/// source; without, the caller knows what it moved (a source it made and
+/// guards, see [`rename_fresh_no_replace_at`]) or checks the name itself
+/// (see [`exclusive_rename_dir_at`]).
 fn claim_and_rename(
     src_dir: BorrowedFd<'_>,
     src_name: &OsStr,
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
-    source: &PinnedSource,
+    verify: Option<&PinnedSource>,
 ) -> Result<(), Refusal> {
     retry_interrupted(|| fs::mkdirat(dst_dir, dst_name, Mode::from_raw_mode(0o700))).map_err(
         |errno| match errno {
@@ -638,7 +660,9 @@ fn claim_and_rename(
         Err(errno) => return Err(refusal_from_errno(errno)),
     };
     match retry_interrupted(|| fs::renameat(src_dir, src_name, dst_dir, dst_name)) {
-        Ok(()) => verify_destination(dst_dir, dst_name, source),
+        Ok(()) => verify.map_or(Ok(()), |source| {
+            verify_destination(dst_dir, dst_name, source)
+        }),
         Err(errno) => {
             if let Ok(now) = fsx::stat_nofollow(dst_dir, dst_name)
                 && fsx::same_inode(&now, &claim)
@@ -1045,7 +1069,7 @@ mod tests {
             OsStr::new("staging"),
             parent.as_fd(),
             OsStr::new("f.lock"),
-            &source,
+            Some(&source),
         );
         assert_eq!(result, Err(Refusal::NotFound));
         assert!(

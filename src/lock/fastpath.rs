@@ -24,8 +24,22 @@ use crate::sys::os::fd::BorrowedFd;
 /// busy machine's scheduling).
 pub const SLOW_ATTEMPT: Duration = Duration::from_millis(20);
 
-/// Parent directories whose filesystem was seen to be local and fast.
-static FAST: Mutex<Option<HashMap<PathBuf, bool>>> = Mutex::new(None);
+/// What was seen of a parent directory's filesystem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    /// Local, and an attempt there answered quickly: attempts run inline.
+    Fast,
+    /// Local, but an attempt there was slow: the next attempt off the
+    /// thread looks at it again.
+    Slow,
+    /// A network or FUSE mount: never inline, and not looked at again
+    /// (one `statfs` less per attempt, a round trip there). A mount put at
+    /// the same path later keeps this until the list starts over.
+    Remote,
+}
+
+/// Parent directories whose filesystem was looked at.
+static FAST: Mutex<Option<HashMap<PathBuf, Seen>>> = Mutex::new(None);
 
 /// At most this many directories are remembered; beyond, the list starts
 /// over (each directory then earns its place again).
@@ -33,39 +47,44 @@ const MAX_REMEMBERED: usize = 4096;
 
 /// Whether an attempt on a lock in `parent_path` may run inline.
 pub fn may_inline(parent_path: &Path) -> bool {
+    seen(parent_path) == Some(Seen::Fast)
+}
+
+fn seen(parent_path: &Path) -> Option<Seen> {
     FAST.lock()
         .unwrap_or_else(|p| p.into_inner())
         .as_ref()
         .and_then(|fast| fast.get(parent_path).copied())
-        .unwrap_or(false)
 }
 
 /// Whether an attempt off the thread in `parent_path` should look at its
-/// filesystem ([`is_local`]): it is not known yet to be fast.
+/// filesystem ([`is_local`]): it is not known yet to be fast, nor to be a
+/// network or FUSE mount.
 pub fn needs_lesson(parent_path: &Path) -> bool {
-    !may_inline(parent_path)
+    !matches!(seen(parent_path), Some(Seen::Fast | Seen::Remote))
 }
 
 /// Records what an attempt off the thread in `parent_path` saw: whether
-/// its filesystem is local (`None`: not looked at, it was known fast), and
-/// how long the attempt took.
+/// its filesystem is local (`None`: not looked at, it was known), and how
+/// long the attempt took.
 pub fn learn(parent_path: &Path, local: Option<bool>, took: Duration) {
     match local {
-        Some(local) => remember(parent_path, local && took < SLOW_ATTEMPT),
-        None if took >= SLOW_ATTEMPT => remember(parent_path, false),
-        None => {}
+        Some(false) => remember(parent_path, Seen::Remote),
+        Some(true) if took < SLOW_ATTEMPT => remember(parent_path, Seen::Fast),
+        Some(true) => remember(parent_path, Seen::Slow),
+        None => inline_took(parent_path, took),
     }
 }
 
-/// An inline attempt on `parent_path` took `took`: too slow takes the
-/// directory off the list.
+/// An attempt on `parent_path`, known fast, took `took`: too slow takes the
+/// directory off the list, for the next attempt to look at it again.
 pub fn inline_took(parent_path: &Path, took: Duration) {
-    if took >= SLOW_ATTEMPT {
-        remember(parent_path, false);
+    if took >= SLOW_ATTEMPT && may_inline(parent_path) {
+        remember(parent_path, Seen::Slow);
     }
 }
 
-fn remember(parent_path: &Path, fast: bool) {
+fn remember(parent_path: &Path, fast: Seen) {
     let mut guard = FAST.lock().unwrap_or_else(|p| p.into_inner());
     let map = guard.get_or_insert_with(HashMap::new);
     if map.len() >= MAX_REMEMBERED && !map.contains_key(parent_path) {
@@ -118,8 +137,13 @@ mod tests {
             !may_inline(&root),
             "a slow attempt off the thread does not earn it"
         );
+        assert!(needs_lesson(&root), "a slow one is looked at again");
         learn(&root, Some(false), Duration::from_micros(50));
         assert!(!may_inline(&root), "nor one on a network or FUSE mount");
+        assert!(!needs_lesson(&root), "which is not looked at again");
+        learn(&root, None, SLOW_ATTEMPT);
+        inline_took(&root, SLOW_ATTEMPT);
+        assert!(!needs_lesson(&root) && !may_inline(&root));
         std::fs::remove_dir_all(root).unwrap();
     }
 }
