@@ -1054,6 +1054,7 @@ impl Attempts {
             published: published.tree,
             record_bytes: record,
             owner_token: self.owner_token.clone(),
+            #[cfg(any(target_os = "linux", target_os = "android"))]
             root_listed: AtomicBool::new(false),
             root_guarded: AtomicBool::new(true),
         }))

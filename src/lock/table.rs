@@ -65,7 +65,8 @@ pub struct Generation {
     pub record_bytes: Vec<u8>,
     pub owner_token: String,
     /// Whether a release attempt has listed `root` through its own file
-    /// offset already (a later attempt rewinds it first).
+    /// offset already (a later attempt rewinds it first). Linux lists so.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     pub root_listed: AtomicBool,
     /// Whether `root`'s `flock` is ours (or the filesystem has none): the
     /// publication takes it and keeps it for the generation's life; a
