@@ -23,8 +23,9 @@
 //!   (a publisher killed between its `mkdir` and its record's write).
 //!   Its owner is the name's pid, which carries no pid namespace: dead
 //!   here, it may still be a live publisher of another namespace. Every
-//!   exactlock publisher holds its staging directory's `flock` until its
-//!   record is written, and every remover its quarantine's, in any
+//!   exactlock publisher holds its staging directory's `flock` for as long
+//!   as the directory is its own (from right after its `mkdir`), and every
+//!   remover its quarantine's, in any
 //!   namespace (see [`crate::lock::publish`]); so when this reaper takes
 //!   the free `flock` and the name's pid is dead here, no live exactlock
 //!   process is filling the directory, and it is removed at once, as
