@@ -228,11 +228,11 @@ impl TreeSnapshot {
     ///
     /// Why one read is enough: this look only spares a lock that visibly
     /// gained an entry from being detached. An entry it does not see (one
-    /// added after it, or past a first read that a filesystem cut short) is
-    /// caught by the `rmdir` that ends the release, which refuses a
-    /// directory that is not empty and leaves it where it is; a first read
-    /// that misses the record itself answers `false`, and the careful path
-    /// decides. `root`'s file offset is its own: only the release lists
+    /// added after it, or past a read that holds all the names expected)
+    /// is caught by the `rmdir` that ends the release, which refuses a
+    /// directory that is not empty and leaves it where it is. A read that
+    /// has not shown all the names expected yet is followed by the next
+    /// (btrfs may return `.` and `..` alone first), to the end if need be. `root`'s file offset is its own: only the release lists
     /// through it (a held lock's watch opens a description of its own), so
     /// it is at the start unless an earlier attempt of this release moved
     /// it (`listed_before`: it is put back first).
@@ -255,7 +255,9 @@ impl TreeSnapshot {
                     _ => return false,
                 }
             }
-            if listing.is_buffer_empty() {
+            // Enough read once the names expected are all in (btrfs can
+            // hand back the dots alone in a first read).
+            if listing.is_buffer_empty() && names.len() == expected.len() {
                 break;
             }
         }
