@@ -231,38 +231,33 @@ impl TreeSnapshot {
     /// added after it, or past a read that holds all the names expected)
     /// is caught by the `rmdir` that ends the release, which refuses a
     /// directory that is not empty and leaves it where it is. A read that
-    /// has not shown all the names expected yet is followed by the next
-    /// (btrfs may return `.` and `..` alone first), to the end if need be. `root`'s file offset is its own: only the release lists
+    /// has not shown all the names expected yet is followed by the next, to
+    /// the end if need be, and a listing that ends without them is read
+    /// again from a rewind (btrfs). `root`'s file offset is its own: only the release lists
     /// through it (a held lock's watch opens a description of its own), so
     /// it is at the start unless an earlier attempt of this release moved
     /// it (`listed_before`: it is put back first).
     #[cfg(any(target_os = "linux", target_os = "android"))]
     pub fn names_unchanged_held(&self, root: BorrowedFd<'_>, listed_before: bool) -> bool {
-        use std::mem::MaybeUninit;
-        if listed_before && fs::seek(root, fs::SeekFrom::Start(0)).is_err() {
-            return false;
-        }
         let expected = self.top_level_names();
-        let mut buffer = [MaybeUninit::<u8>::uninit(); 1024];
-        let mut listing = fs::RawDir::new(root, &mut buffer);
-        let mut names = Vec::with_capacity(expected.len());
-        while let Some(entry) = listing.next() {
-            let Ok(entry) = entry else { return false };
-            let bytes = entry.file_name().to_bytes();
-            if bytes != b"." && bytes != b".." {
-                match std::str::from_utf8(bytes) {
-                    Ok(name) if names.len() < expected.len() => names.push(name.to_owned()),
-                    _ => return false,
-                }
+        // A second pass, from a rewind, when the first reached the end
+        // without them: btrfs lists through a descriptor only the entries
+        // its directory had when it was opened (the record came after),
+        // until a rewind brings the listing up to date.
+        for rewind in [listed_before, true] {
+            if rewind && fs::seek(root, fs::SeekFrom::Start(0)).is_err() {
+                return false;
             }
-            // Enough read once the names expected are all in (btrfs can
-            // hand back the dots alone in a first read).
-            if listing.is_buffer_empty() && names.len() == expected.len() {
-                break;
+            match read_names_held(root, expected.len()) {
+                Some(mut names) if names.len() == expected.len() => {
+                    names.sort_unstable();
+                    return names == expected;
+                }
+                Some(_) if !rewind => continue,
+                _ => return false,
             }
         }
-        names.sort_unstable();
-        names == expected
+        false
     }
 
     /// Whether `later` shows the same tree: same root, no entry added or
@@ -912,6 +907,31 @@ fn list_names(dir: BorrowedFd<'_>, room: usize) -> Result<Vec<String>, TreeError
     // `str` ordering is bytewise on the UTF-8 encoding.
     names.sort_unstable();
     Ok(names)
+}
+
+/// The names (not `.`, `..`) read through `dir`'s own offset until `room`
+/// are in and its read is used up, or to the end; `None` on an error, a
+/// name that is not UTF-8, or more names than `room`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn read_names_held(dir: BorrowedFd<'_>, room: usize) -> Option<Vec<String>> {
+    use std::mem::MaybeUninit;
+    let mut buffer = [MaybeUninit::<u8>::uninit(); 1024];
+    let mut listing = fs::RawDir::new(dir, &mut buffer);
+    let mut names = Vec::with_capacity(room);
+    while let Some(entry) = listing.next() {
+        let entry = entry.ok()?;
+        let bytes = entry.file_name().to_bytes();
+        if bytes != b"." && bytes != b".." {
+            if names.len() == room {
+                return None;
+            }
+            names.push(std::str::from_utf8(bytes).ok()?.to_owned());
+        }
+        if listing.is_buffer_empty() && names.len() == room {
+            break;
+        }
+    }
+    Some(names)
 }
 
 /// One child, observed: a file with its digest, or a directory with the
