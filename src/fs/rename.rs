@@ -444,15 +444,7 @@ pub fn rename_held_no_replace_at(
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
 ) -> NoReplaceOutcome {
-    let (primitive, result) = exclusive_rename(
-        caps::global(),
-        src_dir,
-        src_name,
-        dst_dir,
-        dst_name,
-        Source::Held(held),
-    );
-    outcome(primitive, result)
+    rename_source(src_dir, src_name, dst_dir, dst_name, Source::Held(held))
 }
 
 /// [`rename_held_no_replace_at`] for a source that cannot have been
@@ -469,14 +461,19 @@ pub fn rename_fresh_no_replace_at(
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
 ) -> NoReplaceOutcome {
-    let (primitive, result) = exclusive_rename(
-        caps::global(),
-        src_dir,
-        src_name,
-        dst_dir,
-        dst_name,
-        Source::Fresh(held),
-    );
+    rename_source(src_dir, src_name, dst_dir, dst_name, Source::Fresh(held))
+}
+
+/// The exclusive rename of a source known as `source`, with its outcome.
+fn rename_source(
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+    source: Source<'_>,
+) -> NoReplaceOutcome {
+    let (primitive, result) =
+        exclusive_rename(caps::global(), src_dir, src_name, dst_dir, dst_name, source);
     outcome(primitive, result)
 }
 

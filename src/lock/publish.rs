@@ -278,17 +278,7 @@ pub fn publish(
     // without `hard_remove`) turns the unlink of an open file into a rename
     // to `.fuse_hidden…`, and the staging directory could not be removed.
     drop(info);
-    let outcome = match crate::sys::faults::check("publish.rename") {
-        // Made just now under a fresh name and guarded by its `flock`
-        // since: what the rename moves is our directory.
-        Ok(()) => {
-            rename::rename_fresh_no_replace_at(parent, &staging, &root_stat, parent, lock_name)
-        }
-        Err(code) => {
-            remove_staging(parent, &staging, Some(&staged.root));
-            return Err(PublishError::Os(crate::sys::faults::errno_of(code)));
-        }
-    };
+    let outcome = rename_fresh(parent, &staging, &root_stat, &staged.root, lock_name)?;
     if outcome.ok {
         return Ok(Publication::Published(staged));
     }
@@ -329,16 +319,7 @@ pub fn publish_or_stage(
         root_stat,
         info,
     } = stage_new(parent, lock_name, record)?;
-    let outcome = match crate::sys::faults::check("publish.rename") {
-        Ok(()) => {
-            rename::rename_fresh_no_replace_at(parent, &staging, &root_stat, parent, lock_name)
-        }
-        Err(code) => {
-            drop(info);
-            remove_staging(parent, &staging, Some(&staged.root));
-            return Err(PublishError::Os(crate::sys::faults::errno_of(code)));
-        }
-    };
+    let outcome = rename_fresh(parent, &staging, &root_stat, &staged.root, lock_name)?;
     if outcome.ok {
         return Ok(Attempted::Published(staged));
     }
@@ -360,6 +341,27 @@ pub fn publish_or_stage(
         return Ok(Attempted::Contended(None));
     }
     Err(PublishError::Rename(outcome.code.unwrap_or("io_error")))
+}
+
+/// Renames a staging directory made just now (`root`, its `fstat`
+/// `root_stat`) onto `lock_name`: made under a fresh name and guarded by
+/// its `flock` since, what the rename moves is our directory (see
+/// [`rename::rename_fresh_no_replace_at`]). An injected fault removes the
+/// staging and is the error.
+fn rename_fresh(
+    parent: BorrowedFd<'_>,
+    staging: &OsStr,
+    root_stat: &Stat,
+    root: &OwnedFd,
+    lock_name: &OsStr,
+) -> Result<rename::NoReplaceOutcome, PublishError> {
+    if let Err(code) = crate::sys::faults::check("publish.rename") {
+        remove_staging(parent, staging, Some(root));
+        return Err(PublishError::Os(crate::sys::faults::errno_of(code)));
+    }
+    Ok(rename::rename_fresh_no_replace_at(
+        parent, staging, root_stat, parent, lock_name,
+    ))
 }
 
 /// Creates a fresh staging directory for `lock_name` holding `record`.
@@ -760,6 +762,15 @@ mod tests {
     }
 
     /// A stale lock `f.lock` in `root`, the open parent, and its snapshot.
+    /// `root` holds only `f.lock`, exactly the tree `published` says, with
+    /// `bytes` as its record.
+    fn published_alone(root: &Path, parent: &OwnedFd, published: &Published, bytes: &[u8]) {
+        assert_eq!(listing(root), ["f.lock"]);
+        assert_eq!(std::fs::read(root.join("f.lock/info")).unwrap(), bytes);
+        let walked = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
+        assert!(published.tree.same_tree_as(&walked));
+    }
+
     fn judged_stale_lock(root: &Path) -> (OwnedFd, TreeSnapshot) {
         write_lock(&root.join("f.lock"), b"old owner");
         let parent = fsx::open_dir_nofollow(root).unwrap();
@@ -825,13 +836,7 @@ mod tests {
         else {
             panic!("published");
         };
-        assert_eq!(listing(&root), ["f.lock"]);
-        assert_eq!(
-            std::fs::read(root.join("f.lock/info")).unwrap(),
-            b"new owner 3"
-        );
-        let walked = tree::snapshot_tree_at(parent.as_fd(), lock).unwrap();
-        assert!(published.tree.same_tree_as(&walked));
+        published_alone(&root, &parent, &published, b"new owner 3");
         drop(staged);
         assert_eq!(listing(&root), ["f.lock"]);
         std::fs::remove_dir_all(root).unwrap();
@@ -1056,13 +1061,7 @@ mod tests {
         else {
             panic!("published");
         };
-        assert_eq!(listing(&root), ["f.lock"]);
-        assert_eq!(
-            std::fs::read(root.join("f.lock/info")).unwrap(),
-            b"{\"timestamp\":4}"
-        );
-        let walked = tree::snapshot_tree_at(parent.as_fd(), lock).unwrap();
-        assert!(published.tree.same_tree_as(&walked));
+        published_alone(&root, &parent, &published, b"{\"timestamp\":4}");
         drop(staged);
         assert_eq!(listing(&root), ["f.lock"]);
         std::fs::remove_dir_all(root).unwrap();
