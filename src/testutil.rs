@@ -45,26 +45,36 @@ pub fn listing(dir: &Path) -> Vec<String> {
 /// Acquires `dir/f` on this thread (the lock is free, and the directory is
 /// taken to have earned the inline path); the generation's id.
 pub fn acquire_free(dir: &Path) -> u64 {
-    use crate::lock::acquire::{AcquireOptions, acquire_first_attempt};
-    use crate::lock::{fastpath, table};
+    use crate::lock::acquire::acquire_first_attempt;
+    use crate::lock::fastpath;
     use std::time::Duration;
     fastpath::learn(dir, Some(true), Duration::ZERO);
-    let options = std::sync::Arc::new(AcquireOptions {
-        file_path: dir.join("f"),
-        budget: Duration::ZERO,
-        retry_delay: Duration::from_millis(1),
-        stale_ms: 10_000.0,
-        policy: Default::default(),
-        cancel: Default::default(),
-        after_parent_mkdir: None,
-        sequence: table::next_id(),
-        held_by_caller: Vec::new(),
-        on_contended: None,
-    });
+    let options = acquire_options(&dir.join("f"), Duration::ZERO, Duration::from_millis(1));
     match acquire_first_attempt(options).unwrap() {
         crate::lock::acquire::Inline::Won(claim) => claim.take().id,
         crate::lock::acquire::Inline::NotNow(_) => {
             panic!("a free lock is taken by the first attempt")
         }
     }
+}
+
+/// An acquisition of `file_path` with this waiting budget and retry delay,
+/// everything else at its default.
+pub fn acquire_options(
+    file_path: &Path,
+    budget: std::time::Duration,
+    retry_delay: std::time::Duration,
+) -> std::sync::Arc<crate::lock::acquire::AcquireOptions> {
+    std::sync::Arc::new(crate::lock::acquire::AcquireOptions {
+        file_path: file_path.to_path_buf(),
+        budget,
+        retry_delay,
+        stale_ms: 10_000.0,
+        policy: Default::default(),
+        cancel: Default::default(),
+        after_parent_mkdir: None,
+        sequence: crate::lock::table::next_id(),
+        held_by_caller: Vec::new(),
+        on_contended: None,
+    })
 }

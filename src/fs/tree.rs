@@ -328,8 +328,15 @@ pub fn snapshot_tree_at(parent: BorrowedFd<'_>, name: &OsStr) -> Result<TreeSnap
     if !fsx::is_single_component(name) {
         return Err(TreeError::InvalidRequest);
     }
-    let root = open_root(parent, name)?;
-    snapshot_open_dir(root.as_fd())
+    let (root, stat) = open_root(parent, name)?;
+    snapshot_open_dir(root.as_fd(), &stat)
+}
+
+/// Snapshots the directory open at `root`: for a caller that opened it
+/// itself (no-follow) and has already read from it, so that the snapshot
+/// is of exactly the directory it read, with no second open by name.
+pub fn snapshot_dir(root: BorrowedFd<'_>) -> Result<TreeSnapshot, TreeError> {
+    snapshot_open_dir(root, &fs::fstat(root)?)
 }
 
 /// The result of an exact removal, in the original's vocabulary.
@@ -421,15 +428,11 @@ pub fn exact_remove_tree_at(
     // 1. Pre-verify. Holding the root open from here on keeps its inode
     //    number from being recycled for a successor while we work.
     let root = match open_root(parent, name) {
-        Ok(root) => root,
+        Ok((root, stat)) if expected.is_root(&stat) => root,
+        Ok(_) => return ExactUnlinkOutcome::refused("identity_mismatch").detached_at(examined),
         Err(TreeError::NotFound) => return ExactUnlinkOutcome::refused("not_found"),
         Err(error) => return ExactUnlinkOutcome::refused(judged_code(error)).detached_at(examined),
     };
-    match fs::fstat(&root) {
-        Ok(stat) if expected.is_root(&stat) => {}
-        Ok(_) => return ExactUnlinkOutcome::refused("identity_mismatch").detached_at(examined),
-        Err(_) => return ExactUnlinkOutcome::refused("io_error"),
-    }
     // Removers of one tree take turns (see `crate::lock::guard`): a second
     // remover acting on the same, now stale, view must not detach whatever
     // replaced the tree. After the lock, the name must still be the root.
@@ -581,12 +584,11 @@ fn verify_in_place(
     name: &OsStr,
     expected: &TreeSnapshot,
 ) -> Result<(OwnedFd, Stat), &'static str> {
-    let root = open_root(parent, name).map_err(judged_code)?;
-    let stat = fs::fstat(&root).map_err(|_| "io_error")?;
+    let (root, stat) = open_root(parent, name).map_err(judged_code)?;
     if !expected.is_root(&stat) {
         return Err("identity_mismatch");
     }
-    let seen = snapshot_open_dir(root.as_fd()).map_err(judged_code)?;
+    let seen = snapshot_open_dir(root.as_fd(), &stat).map_err(judged_code)?;
     if !expected.same_tree_as(&seen) {
         return Err("identity_mismatch");
     }
@@ -763,7 +765,9 @@ fn open_parent(path: &Path) -> Result<(OwnedFd, PathBuf, OsString), TreeError> {
 }
 
 /// Opens the root directory `parent/name` no-follow, after classifying it.
-fn open_root(parent: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, TreeError> {
+/// Opens the directory `name` inside `parent`, no-follow, checked to be the
+/// directory the name held a moment before: the descriptor and its `fstat`.
+fn open_root(parent: BorrowedFd<'_>, name: &OsStr) -> Result<(OwnedFd, Stat), TreeError> {
     let seen = fsx::stat_nofollow(parent, name).map_err(|errno| match errno {
         Errno::NOENT => TreeError::NotFound,
         other => TreeError::Io(other),
@@ -774,10 +778,11 @@ fn open_root(parent: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, TreeError>
         _ => return Err(TreeError::NotDirectory),
     }
     let root = fsx::open_child_dir(parent, name).map_err(changed_unless_io)?;
-    if !fsx::same_inode(&seen, &fs::fstat(&root)?) {
+    let stat = fs::fstat(&root)?;
+    if !fsx::same_inode(&seen, &stat) {
         return Err(TreeError::TreeChanged);
     }
-    Ok(root)
+    Ok((root, stat))
 }
 
 /// An open failure right after `fstatat` saw a usable object means the name
@@ -805,8 +810,8 @@ impl Budget {
 }
 
 /// Snapshots the directory open at `root`.
-fn snapshot_open_dir(root: BorrowedFd<'_>) -> Result<TreeSnapshot, TreeError> {
-    let stat = fs::fstat(root)?;
+/// Snapshots the directory open at `root`, whose `fstat` is `stat`.
+fn snapshot_open_dir(root: BorrowedFd<'_>, stat: &Stat) -> Result<TreeSnapshot, TreeError> {
     let mut walk = Walk {
         entries: Vec::new(),
         budget: Budget::new(),
@@ -814,13 +819,13 @@ fn snapshot_open_dir(root: BorrowedFd<'_>) -> Result<TreeSnapshot, TreeError> {
     walk.push(TreeEntry::observed(
         String::new(),
         EntryKind::Directory,
-        &stat,
+        stat,
         None,
     ))?;
-    walk.directory(root, "", &stat, 0)?;
+    walk.directory(root, "", stat, 0)?;
     Ok(TreeSnapshot {
-        root_dev: fsx::dev_of(&stat),
-        root_ino: fsx::ino_of(&stat),
+        root_dev: fsx::dev_of(stat),
+        root_ino: fsx::ino_of(stat),
         entries: walk.entries,
     })
 }

@@ -1006,12 +1006,20 @@ impl Attempts {
         }
         release::retry_pending(&key);
         let record = self.record();
-        match self.try_publish(parent.as_fd(), &record) {
-            Ok(Some(published)) => return Ok(Step::Won(self.held(key, parent, published, record))),
-            Ok(None) => {}
-            // The parent vanished between creating it and publishing.
-            Err(PublishError::Os(Errno::NOENT)) => return Ok(Step::Retry),
-            Err(error) => return Err(self.publish_error(error)),
+        // Woken by the holder's exit, the name almost surely still holds
+        // its directory (a holder that released first freed the name, and
+        // that woke us before its exit did): the judgement comes first, and
+        // finding the name free sends us round again to publish.
+        if !self.holder_exited {
+            match self.try_publish(parent.as_fd(), &record) {
+                Ok(Some(published)) => {
+                    return Ok(Step::Won(self.held(key, parent, published, record)));
+                }
+                Ok(None) => {}
+                // The parent vanished between creating it and publishing.
+                Err(PublishError::Os(Errno::NOENT)) => return Ok(Step::Retry),
+                Err(error) => return Err(self.publish_error(error)),
+            }
         }
         let holder = match self.judge_holder(parent.as_fd(), &record)? {
             Judged::Won(published) => {
@@ -1656,6 +1664,36 @@ mod tests {
             waiting_budget(50.0, ms(100), Some(f64::NAN)),
             Duration::ZERO
         );
+    }
+
+    #[test]
+    fn a_waiter_woken_by_its_holders_exit_judges_first_and_a_free_name_sends_it_round_to_publish() {
+        let dir = crate::testutil::tempdir("holder-exited");
+        let options = crate::testutil::acquire_options(
+            &dir.join("f"),
+            Duration::from_secs(5),
+            Duration::from_millis(10),
+        );
+        let mut attempts = Attempts::new(options).unwrap();
+        // The holder released and exited, and its exit woke us first: the
+        // name is free. The attempt looks at it instead of renaming at once,
+        // publishes nothing, and goes round.
+        attempts.holder_exited = true;
+        assert!(matches!(attempts.attempt(), Ok(Step::Retry)));
+        assert!(
+            !attempts.holder_exited,
+            "the wake-up is spent by one attempt"
+        );
+        assert!(!dir.join("f.lock").exists());
+        // Round again: the next attempt publishes.
+        let Ok(Step::Won(claim)) = attempts.attempt() else {
+            panic!("the second attempt takes the free lock");
+        };
+        assert!(dir.join("f.lock").join("info").is_file());
+        let id = claim.take().id;
+        release::release_blocking(id).unwrap();
+        drop(attempts);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -55,9 +55,9 @@ pub struct ObserveError(pub Errno);
 /// Observes `name` inside `parent`.
 ///
 /// The record is read through a no-follow descriptor of the lock directory,
-/// then the whole tree is snapshotted; the two must agree (same root, same
-/// `info` bytes), otherwise the tree changed under us and the answer is
-/// [`Observation::Transient`].
+/// then the whole tree is snapshotted through that same descriptor; the
+/// two must agree (the same `info` bytes), otherwise the tree changed under
+/// us and the answer is [`Observation::Transient`].
 pub fn observe(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, ObserveError> {
     match observe_lock(parent, name) {
         // ESTALE, at any step: a network or FUSE client's handle of an
@@ -97,16 +97,12 @@ fn observe_lock(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, Obs
         InfoRead::Absent => None,
         InfoRead::Settled(observation) => return Ok(observation),
     };
-    let snapshot = match tree::snapshot_tree_at(parent, name) {
+    // The snapshot walks the descriptor the record was read through: the
+    // very directory opened at `name`, not whatever the name holds by now.
+    let snapshot = match tree::snapshot_dir(dir.as_fd()) {
         Ok(snapshot) => snapshot,
         Err(err) => return Ok(classify_tree_error(err)),
     };
-    let root = crate::sys::os::fs::fstat(&dir).map_err(ObserveError)?;
-    if !snapshot.is_root(&root) {
-        return Ok(Observation::Transient {
-            code: "tree_changed",
-        });
-    }
     let owner = match (record_bytes, info_entry(&snapshot)) {
         (None, _) if is_empty_dir(&snapshot) => Owner::NoRecord {
             dir_mtime_ns: snapshot.entries[0].mtime_ns,
