@@ -105,6 +105,7 @@ async function handoffs(file, traced) {
     const published = stampOf(got.trace, "waiter: published");
     const woken = stampOf(got.trace, "waiter: woken", Number(published));
     const resolved = stampOf(got.trace, "waiter: the promise resolved from its thread");
+    const taken = stampOf(got.trace, "waiter: the JavaScript thread takes the result");
     const continued = BigInt(got.continuedAt);
     rows.push({
       "release() called → the native release begins": begins - releasedAt,
@@ -112,7 +113,8 @@ async function handoffs(file, traced) {
       "the name freed → the waiter woken": woken - freed,
       "the waiter woken → published": published - woken,
       "published → the promise resolved": resolved - published,
-      "the promise resolved → JavaScript runs on it": continued - resolved,
+      "the promise resolved → the JavaScript thread takes it": taken - resolved,
+      "the JavaScript thread takes it → JavaScript runs on it": continued - taken,
       "JavaScript runs on it → onAcquired runs": onAcquired - continued,
       total: onAcquired - releasedAt,
     });

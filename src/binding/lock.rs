@@ -120,9 +120,6 @@ pub struct HeldLock {
     /// Opaque handle for `releaseLockNative`.
     pub generation: String,
     pub lock_path: String,
-    pub owner_token: String,
-    /// The exact record bytes published.
-    pub record: String,
 }
 
 #[napi(object)]
@@ -257,8 +254,6 @@ fn acquire_result(
                 .map(|generation| HeldLock {
                     generation: generation.id.to_string(),
                     lock_path: generation.lock_path.to_string_lossy().into_owned(),
-                    owner_token: generation.owner_token.clone(),
-                    record: String::from_utf8_lossy(&generation.record_bytes).into_owned(),
                 }),
             failure: None,
         },
@@ -396,7 +391,10 @@ impl acquire::Answer for JsAnswer {
         forget_cancel(self.token);
         let result = acquire_result(&self.scope, outcome.map(Some));
         crate::sys::trace::stamp("waiter: the promise resolved from its thread");
-        deferred.resolve(Box::new(move |_env| Ok(result)));
+        deferred.resolve(Box::new(move |_env| {
+            crate::sys::trace::stamp("waiter: the JavaScript thread takes the result");
+            Ok(result)
+        }));
         true
     }
 

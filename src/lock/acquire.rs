@@ -1061,7 +1061,6 @@ impl Attempts {
             root: ClosedLater::new(published.root),
             published: published.tree,
             record_bytes: record,
-            owner_token: self.owner_token.clone(),
             #[cfg(any(target_os = "linux", target_os = "android"))]
             root_listed: AtomicBool::new(false),
             root_guarded: AtomicBool::new(true),

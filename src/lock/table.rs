@@ -63,7 +63,6 @@ pub struct Generation {
     pub published: TreeSnapshot,
     /// The exact record bytes this generation wrote.
     pub record_bytes: Vec<u8>,
-    pub owner_token: String,
     /// Whether a release attempt has listed `root` through its own file
     /// offset already (a later attempt rewinds it first). Linux lists so.
     #[cfg(any(target_os = "linux", target_os = "android"))]
