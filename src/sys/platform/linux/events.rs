@@ -115,6 +115,8 @@ pub fn sleep(
     timeout: Duration,
 ) -> Woken {
     let deadline = Instant::now() + timeout;
+    // Whether the process's signal was pending when the sleep ended.
+    let mut signalled = false;
     let woken = loop {
         let mut fds = Vec::with_capacity(3);
         if let Some(watch) = watch {
@@ -124,9 +126,10 @@ pub fn sleep(
             fds.push(PollFd::new(holder, PollFlags::IN));
             fds.len() - 1
         });
-        if let Some(fd) = wake.pollable() {
+        let wake_at = wake.pollable().map(|fd| {
             fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
-        }
+            fds.len() - 1
+        });
         let left = timespec(deadline.saturating_duration_since(Instant::now()));
         match rustix::event::poll(&mut fds, Some(&left)) {
             Err(Errno::INTR) => continue,
@@ -137,6 +140,7 @@ pub fn sleep(
         // Anything but the watch (the holder exited, a signal) ends the
         // sleep; the watch only when an event concerns the lock's name.
         let holder_exited = holder_at.is_some_and(|at| !fds[at].revents().is_empty());
+        signalled = wake_at.is_some_and(|at| !fds[at].revents().is_empty());
         let watch_only = watch.is_some() && fds.iter().skip(1).all(|fd| fd.revents().is_empty());
         drop(fds);
         if holder_exited {
@@ -151,9 +155,16 @@ pub fn sleep(
     };
     // Consume what woke us, so the next sleep waits for something new
     // (the pidfd stays readable once its process exited; it is not
-    // waited on again).
-    wake.drain();
-    if let Some(watch) = watch {
+    // waited on again). The watch was read to its end already when its
+    // event ended the sleep, and the signal needs no read unless it was
+    // pending: one sent since is seen by the next sleep, which then ends
+    // at once (harmless: the caller looks).
+    if signalled {
+        wake.drain();
+    }
+    if woken != Woken::NameChanged
+        && let Some(watch) = watch
+    {
         let _ = watch.relevant_events();
     }
     woken
