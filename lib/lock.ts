@@ -49,7 +49,8 @@ export function injectFaultForTesting(step: string, code: string, times?: number
 /**
  * Makes a native step (`attempt`, `release`, `parent.created`,
  * `publish.unwritten`: a staging directory made but its record not yet
- * written) stall for `ms` milliseconds on lock or directory names
+ * written, `release.detached`: the lock name freed by a release, its
+ * directory not yet removed) stall for `ms` milliseconds on lock or directory names
  * containing `only`, `times` times or always (tests only): a slow
  * filesystem, or a window for a race.
  */

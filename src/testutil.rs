@@ -45,11 +45,16 @@ pub fn listing(dir: &Path) -> Vec<String> {
 /// Acquires `dir/f` on this thread (the lock is free, and the directory is
 /// taken to have earned the inline path); the generation's id.
 pub fn acquire_free(dir: &Path) -> u64 {
+    acquire_free_named(dir, "f")
+}
+
+/// [`acquire_free`] of `dir/file` (its lock directory `dir/file.lock`).
+pub fn acquire_free_named(dir: &Path, file: &str) -> u64 {
     use crate::lock::acquire::acquire_first_attempt;
     use crate::lock::fastpath;
     use std::time::Duration;
     fastpath::learn(dir, Some(true), Duration::ZERO);
-    let options = acquire_options(&dir.join("f"), Duration::ZERO, Duration::from_millis(1));
+    let options = acquire_options(&dir.join(file), Duration::ZERO, Duration::from_millis(1));
     match acquire_first_attempt(options).unwrap() {
         crate::lock::acquire::Inline::Won(claim) => claim.take().id,
         crate::lock::acquire::Inline::NotNow(_) => {

@@ -832,7 +832,8 @@ pub fn inject_fault_for_testing(step: String, code: String, times: Option<u32>) 
     faults::arm(&step, &code, times)
 }
 
-/// Test seam: makes `step` (`attempt`, `release`, `parent.created`, `publish.unwritten`) stall
+/// Test seam: makes `step` (`attempt`, `release`, `parent.created`, `publish.unwritten`,
+/// `release.detached`) stall
 /// for `ms` milliseconds on names containing `only`, the next `times` times
 /// (always when omitted). Returns false for an unknown step.
 #[napi]

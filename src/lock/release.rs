@@ -273,8 +273,10 @@ fn stat_root(parent: BorrowedFd<'_>, name: &OsStr) -> Option<(u64, u64)> {
 /// with the same size, mtime and ctime as right after we wrote it: the
 /// kernel stamps ctime on every change to an inode and nobody can set it
 /// back, so an equal ctime proves the bytes unchanged. It is looked at
-/// once, after the detach and right before its unlink, where a change
-/// means the directory is given its name back untouched. The directory
+/// once, after the detach and right before its unlink. A change there (the
+/// name already free, and perhaps a successor's) is judged by the record's
+/// bytes, at the quarantine name: still ours, the directory is removed
+/// exactly as snapshotted; not ours, it is given its name back untouched. The directory
 /// holds nothing else: it is listed before the detach, so a lock that
 /// gained an entry while held keeps its name, and `rmdir` refuses one that
 /// gains an entry later, which then stays where it is. Reclaimers take
@@ -313,12 +315,26 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
         return hand_over();
     }
     crate::sys::trace::stamp("release: the name freed");
-    let detached_ours = stat_root(parent, &removing)
-        .is_some_and(|seen| is_our_root(&seen, generation))
-        && published.files_look_unchanged(root);
-    if !detached_ours {
-        // Someone swapped the name between our look and the rename, or
-        // touched the record: give back what we moved, untouched.
+    crate::sys::faults::pause("release.detached", name);
+    if !stat_root(parent, &removing).is_some_and(|seen| is_our_root(&seen, generation)) {
+        // Someone swapped the name between our look and the rename: give
+        // back what we moved, untouched.
+        move_back();
+        return hand_over();
+    }
+    if !published.files_look_unchanged(root) {
+        // Our directory, whose record's inode moved since we wrote it: a
+        // `touch`, `chmod` or `chown`, a hard link, an xattr, or a rewrite.
+        // The name is free already, and a successor may have taken it: the
+        // record is judged here, by its bytes.
+        if let Some(done) = remove_detached_by_content(generation, &removing) {
+            if done.is_err() {
+                move_back();
+            }
+            return Some(done);
+        }
+        // Not ours by its bytes: given back untouched, for the general path
+        // to judge (or, if a successor has the name, left where it is).
         move_back();
         return hand_over();
     }
@@ -334,6 +350,32 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     // (kept by the debris rules: its content is not a lock's).
     let _ = fsx::remove_dir_settled(parent, &removing, root, &mut fsx::FuseSettle::new());
     Some(Ok(()))
+}
+
+/// Removes this generation's detached directory, at its quarantine name
+/// `removing`, when its record still holds exactly the bytes published
+/// (only the record's inode metadata moved): the tree is snapshotted
+/// through the descriptor held since the publication, then removed
+/// exactly as seen, as the general path would have done at the lock name.
+/// `None` when the record's bytes are not ours (nothing touched): the
+/// caller gives the directory back. A removal that failed part way is a
+/// transient failure.
+fn remove_detached_by_content(
+    generation: &Generation,
+    removing: &OsStr,
+) -> Option<Result<(), Removal>> {
+    let snapshot = tree::snapshot_dir(generation.root.as_fd()).ok()?;
+    let our_digest = sha256_hex(&generation.record_bytes);
+    let ours = is_our_root(&snapshot_root(&snapshot), generation)
+        && info_entry(&snapshot).and_then(|info| info.sha256.as_deref()) == Some(&our_digest);
+    if !ours {
+        return None;
+    }
+    match tree::remove_exact_in_place_at(generation.parent.as_fd(), removing, &snapshot) {
+        tree::InPlace::Removed => Some(Ok(())),
+        tree::InPlace::NotExpected(_) => None,
+        tree::InPlace::Failed(error) => Some(Err(Removal::Transient(error.code()))),
+    }
 }
 
 /// Whether the lock directory holds exactly the names it was published
@@ -423,6 +465,51 @@ mod tests {
     // after the release (its deletion pending while a handle to it is open);
     // whether real NTFS shows the same is not known here (README, Windows).
     #[cfg(unix)]
+    #[test]
+    fn a_record_touched_while_held_is_removed_by_its_bytes_though_a_successor_takes_the_name_at_once()
+     {
+        let dir = tempdir("touched-record");
+        let id = crate::testutil::acquire_free_named(&dir, "touched-record");
+        let lock = dir.join("touched-record.lock");
+        // Only the record's inode metadata moves (its mtime, set far back):
+        // its bytes are still the ones published.
+        std::fs::File::options()
+            .write(true)
+            .open(lock.join("info"))
+            .unwrap()
+            .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000))
+            .unwrap();
+        // A successor takes the name the moment the release frees it.
+        assert!(crate::sys::faults::arm_delay(
+            "release.detached",
+            400,
+            Some("touched-record"),
+            Some(1)
+        ));
+        let successor = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while lock.exists() && std::time::Instant::now() < until {
+                    std::thread::yield_now();
+                }
+                std::fs::create_dir(&lock).is_ok()
+            })
+        };
+        let released = release_blocking(id);
+        assert!(
+            successor.join().unwrap(),
+            "the successor took the freed name"
+        );
+        crate::sys::faults::clear();
+        assert_eq!(released, Ok(()));
+        // Our directory is gone from the quarantine name; the successor's is
+        // where it was, untouched.
+        assert_eq!(listing(&dir), vec!["touched-record.lock".to_string()]);
+        assert!(listing(&lock).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn untouched_lock_is_released_by_the_first_attempt() {
         let dir = tempdir("untouched");

@@ -22,9 +22,17 @@ pub const STEPS: &[&str] = &[
 
 /// Steps that can be made to stall, each right before its syscalls: one
 /// attempt of an acquisition, one release attempt, the moment between
-/// creating a missing parent directory and opening it, and the moment a
-/// staging directory is made and held but its record not yet written.
-pub const DELAY_STEPS: &[&str] = &["attempt", "release", "parent.created", "publish.unwritten"];
+/// creating a missing parent directory and opening it, the moment a
+/// staging directory is made and held but its record not yet written, and
+/// the moment a release has freed the lock name (its directory detached,
+/// not yet removed).
+pub const DELAY_STEPS: &[&str] = &[
+    "attempt",
+    "release",
+    "parent.created",
+    "publish.unwritten",
+    "release.detached",
+];
 
 /// Codes a fault may carry (errno names the lock treats as the kernel's).
 pub const CODES: &[&str] = &["EBUSY", "EACCES", "EPERM", "ENOSPC", "EIO", "ENOTEMPTY"];
