@@ -1665,6 +1665,10 @@ mod tests {
         );
     }
 
+    // Not on Windows: under Wine the temp volume is one whose client may
+    // serve stale metadata (`volume::may_serve_stale`), where a lock found
+    // missing is published at once past the cache, in the judging attempt.
+    #[cfg(unix)]
     #[test]
     fn a_waiter_woken_by_its_holders_exit_judges_first_and_a_free_name_sends_it_round_to_publish() {
         let dir = crate::testutil::tempdir("holder-exited");
@@ -1678,7 +1682,14 @@ mod tests {
         // name is free. The attempt looks at it instead of renaming at once,
         // publishes nothing, and goes round.
         attempts.holder_exited = true;
-        assert!(matches!(attempts.attempt(), Ok(Step::Retry)));
+        let first = match attempts.attempt() {
+            Ok(Step::Retry) => "retry".to_string(),
+            Ok(Step::Won(_)) => "won".to_string(),
+            Ok(Step::NotHead) => "not head".to_string(),
+            Ok(Step::Held { .. }) => "held".to_string(),
+            Err(error) => format!("{error:?}"),
+        };
+        assert_eq!(first, "retry");
         assert!(
             !attempts.holder_exited,
             "the wake-up is spent by one attempt"
