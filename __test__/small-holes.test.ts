@@ -9,7 +9,9 @@
  * - a takeover that could not delete the judged tree reported success and
  *   left the tree under a `.pending.` name;
  * - every write of a neighbour in the lock's directory woke the waiter
- *   into a full attempt (inotify reports every name of a directory).
+ *   into a full attempt (inotify reports every name of a directory);
+ * - a signal whose addEventListener threw left the record staged for the
+ *   wait in the lock's directory until the next acquisition.
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
@@ -151,5 +153,30 @@ describe("taking over a dead owner's lock", () => {
     expect(fs.readdirSync(root)).toEqual(["state.json.lock"]);
     expect(inode(lock)).toBe(ino);
     expect(fs.readFileSync(infoPathOf(file))).toEqual(bytes);
+  });
+});
+
+describe("a signal that is an AbortSignal only in shape", () => {
+  it("whose addEventListener throws rejects with that error, and the record staged for the wait does not stay", async () => {
+    const dir = tempRoot("exactlock-shape-signal-");
+    const file = path.join(dir, "state.json");
+    const held = await acquireLock(file);
+    try {
+      // Taken: the first attempt (on this thread: the directory has earned
+      // it) stages a record for the wait, which then never starts.
+      const failure = new Error("addEventListener refused");
+      const signal = {
+        aborted: false,
+        addEventListener() {
+          throw failure;
+        },
+        removeEventListener() {},
+      } as unknown as AbortSignal;
+      await expect(acquireLock(file, { signal })).rejects.toBe(failure);
+      expect(fs.readdirSync(dir).sort()).toEqual(["state.json.lock"]);
+    } finally {
+      await held();
+    }
+    expect(fs.readdirSync(dir)).toEqual([]);
   });
 });

@@ -438,7 +438,16 @@ async function waitForLock(
   options: ResolvedOptions,
   thrown: Thrown,
 ): Promise<Binding.AcquireResult> {
-  const wiring = wireSignal(options.signal, options.onContended !== undefined);
+  let wiring: ReturnType<typeof wireSignal>;
+  try {
+    wiring = wireSignal(options.signal, options.onContended !== undefined);
+  } catch (error) {
+    // A signal that is an AbortSignal only in shape, whose
+    // addEventListener threw: the wait will not start, so the record the
+    // first attempt staged for it goes now, not at the next acquisition.
+    native.dropHandedOverNative();
+    throw error;
+  }
   const contended = contendedFor(options, wiring.token, thrown);
   try {
     const result = await native.acquireLockNative({ ...request, cancelToken: wiring.token }, hookFor(thrown), contended);

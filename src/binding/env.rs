@@ -131,9 +131,16 @@ impl Scope {
         handed.and_then(|(path, handover)| (path == file_path).then_some(handover))
     }
 
-    fn tear_down(&self) {
+    /// Drops the staged record kept for the next acquisition (its staging
+    /// removed): for a caller that will not start that acquisition after
+    /// all, and at the environment's teardown.
+    pub fn drop_handed(&self) {
         let handed = self.lock().handed.take();
         drop(handed);
+    }
+
+    fn tear_down(&self) {
+        self.drop_handed();
         let (pending, held) = {
             let mut state = self.lock();
             state.torn_down = true;

@@ -356,6 +356,15 @@ pub fn acquire_lock_sync_native(
     ))
 }
 
+/// Gives up the record the last inline first attempt staged for the wait
+/// that was to follow (its staging removed): the facade failed before it
+/// could start that wait (a signal whose `addEventListener` threw).
+#[napi]
+pub fn drop_handed_over_native(env: Env) -> Result<()> {
+    scope_of(&env)?.drop_handed();
+    Ok(())
+}
+
 /// Releases on the calling thread (`releaseSync`): the failure, or `null`.
 #[napi]
 pub fn release_lock_sync_native(generation: String) -> Option<LockFailure> {
