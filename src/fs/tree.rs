@@ -764,9 +764,9 @@ fn open_parent(path: &Path) -> Result<(OwnedFd, PathBuf, OsString), TreeError> {
     Ok((parent, parent_path, name))
 }
 
-/// Opens the root directory `parent/name` no-follow, after classifying it.
-/// Opens the directory `name` inside `parent`, no-follow, checked to be the
-/// directory the name held a moment before: the descriptor and its `fstat`.
+/// Opens the root directory `parent/name` no-follow, after classifying it,
+/// checked to be the directory the name held a moment before: the
+/// descriptor and its `fstat`.
 fn open_root(parent: BorrowedFd<'_>, name: &OsStr) -> Result<(OwnedFd, Stat), TreeError> {
     let seen = fsx::stat_nofollow(parent, name).map_err(|errno| match errno {
         Errno::NOENT => TreeError::NotFound,
@@ -809,7 +809,6 @@ impl Budget {
     }
 }
 
-/// Snapshots the directory open at `root`.
 /// Snapshots the directory open at `root`, whose `fstat` is `stat`.
 fn snapshot_open_dir(root: BorrowedFd<'_>, stat: &Stat) -> Result<TreeSnapshot, TreeError> {
     let mut walk = Walk {

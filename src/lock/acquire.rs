@@ -987,6 +987,8 @@ impl Attempts {
 
     /// The attempt in the open `parent`.
     fn attempt_at(&mut self, parent: OwnedFd) -> Result<Step, AcquireError> {
+        // What woke us is spent by this attempt, whatever it returns.
+        let holder_exited = std::mem::take(&mut self.holder_exited);
         let key = self.key_of(parent.as_fd())?;
         self.refuse_names_too_long_here(parent.as_fd(), &key)?;
         self.refuse_if_held_by_caller(&key)?;
@@ -1010,7 +1012,7 @@ impl Attempts {
         // its directory (a holder that released first freed the name, and
         // that woke us before its exit did): the judgement comes first, and
         // finding the name free sends us round again to publish.
-        if !self.holder_exited {
+        if !holder_exited {
             match self.try_publish(parent.as_fd(), &record) {
                 Ok(Some(published)) => {
                     return Ok(Step::Won(self.held(key, parent, published, record)));
@@ -1021,7 +1023,7 @@ impl Attempts {
                 Err(error) => return Err(self.publish_error(error)),
             }
         }
-        let holder = match self.judge_holder(parent.as_fd(), &record)? {
+        let holder = match self.judge_holder(parent.as_fd(), &record, holder_exited)? {
             Judged::Won(published) => {
                 return Ok(Step::Won(self.held(key, parent, published, record)));
             }
@@ -1240,11 +1242,14 @@ impl Attempts {
         }
     }
 
-    /// Observes the holder and takes over a provably stale lock.
+    /// Observes the holder and takes over a provably stale lock; after
+    /// the holder's exit (`holder_exited`) without a first glance, which
+    /// could only find it gone.
     fn judge_holder(
         &mut self,
         parent: BorrowedFd<'_>,
         record: &[u8],
+        holder_exited: bool,
     ) -> Result<Judged, AcquireError> {
         // Watch before looking, so a release between the look and the
         // sleep still wakes us (the event waits in the queue). Only
@@ -1256,9 +1261,7 @@ impl Attempts {
         {
             self.watch = Watch::new(parent, &self.lock_name);
         }
-        if !std::mem::take(&mut self.holder_exited)
-            && let Some(holder) = self.holder_at_a_glance(parent)
-        {
+        if !holder_exited && let Some(holder) = self.holder_at_a_glance(parent) {
             return Ok(Judged::Held(holder));
         }
         let observation = observe(parent, &self.lock_name)

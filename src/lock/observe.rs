@@ -55,9 +55,10 @@ pub struct ObserveError(pub Errno);
 /// Observes `name` inside `parent`.
 ///
 /// The record is read through a no-follow descriptor of the lock directory,
-/// then the whole tree is snapshotted through that same descriptor; the
-/// two must agree (the same `info` bytes), otherwise the tree changed under
-/// us and the answer is [`Observation::Transient`].
+/// then the whole tree is snapshotted through that same descriptor, and
+/// the name must still lead to it; the two must agree (the same `info`
+/// bytes), otherwise the tree changed under us and the answer is
+/// [`Observation::Transient`].
 pub fn observe(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, ObserveError> {
     match observe_lock(parent, name) {
         // ESTALE, at any step: a network or FUSE client's handle of an
@@ -103,6 +104,17 @@ fn observe_lock(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, Obs
         Ok(snapshot) => snapshot,
         Err(err) => return Ok(classify_tree_error(err)),
     };
+    // And the name still leads to it: a directory removed or moved away
+    // meanwhile describes no holder (its listing may even be empty).
+    match fsx::stat_nofollow(parent, name) {
+        Ok(now) if snapshot.is_root(&now) => {}
+        Err(Errno::NOENT | Errno::STALE) => return Ok(Observation::Missing),
+        _ => {
+            return Ok(Observation::Transient {
+                code: "tree_changed",
+            });
+        }
+    }
     let owner = match (record_bytes, info_entry(&snapshot)) {
         (None, _) if is_empty_dir(&snapshot) => Owner::NoRecord {
             dir_mtime_ns: snapshot.entries[0].mtime_ns,

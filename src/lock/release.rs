@@ -240,13 +240,18 @@ pub fn remove_generation(generation: &Generation) -> Result<(), Removal> {
             });
         }
     };
-    let our_digest = sha256_hex(&generation.record_bytes);
-    let ours = is_our_root(&snapshot_root(&snapshot), generation)
-        && info_entry(&snapshot).and_then(|info| info.sha256.as_deref()) == Some(&our_digest);
-    if !ours {
+    if !is_ours(&snapshot, generation) {
         return Err(Removal::OwnerChanged);
     }
     remove_exactly(generation, &snapshot)
+}
+
+/// Whether `snapshot` is of this generation's own directory holding the
+/// record it published, byte for byte.
+fn is_ours(snapshot: &TreeSnapshot, generation: &Generation) -> bool {
+    let our_digest = sha256_hex(&generation.record_bytes);
+    is_our_root(&snapshot_root(snapshot), generation)
+        && info_entry(snapshot).and_then(|info| info.sha256.as_deref()) == Some(&our_digest)
 }
 
 fn snapshot_root(snapshot: &TreeSnapshot) -> (u64, u64) {
@@ -276,8 +281,8 @@ fn stat_root(parent: BorrowedFd<'_>, name: &OsStr) -> Option<(u64, u64)> {
 /// once, after the detach and right before its unlink. A change there (the
 /// name already free, and perhaps a successor's) is judged by the record's
 /// bytes, at the quarantine name: still ours, the directory is removed
-/// exactly as snapshotted; not ours, it is given its name back untouched. The directory
-/// holds nothing else: it is listed before the detach, so a lock that
+/// exactly as snapshotted; not ours, it is given its name back untouched.
+/// The directory holds nothing else: it is listed before the detach, so a lock that
 /// gained an entry while held keeps its name, and `rmdir` refuses one that
 /// gains an entry later, which then stays where it is. Reclaimers take
 /// turns on the root's `flock`, which the publication took and holds for
@@ -365,10 +370,7 @@ fn remove_detached_by_content(
     removing: &OsStr,
 ) -> Option<Result<(), Removal>> {
     let snapshot = tree::snapshot_dir(generation.root.as_fd()).ok()?;
-    let our_digest = sha256_hex(&generation.record_bytes);
-    let ours = is_our_root(&snapshot_root(&snapshot), generation)
-        && info_entry(&snapshot).and_then(|info| info.sha256.as_deref()) == Some(&our_digest);
-    if !ours {
+    if !is_ours(&snapshot, generation) {
         return None;
     }
     match tree::remove_exact_in_place_at(generation.parent.as_fd(), removing, &snapshot) {
