@@ -25,6 +25,7 @@ import {
   tempRoot,
   withinMs,
 } from "./fixtures/children.ts";
+import { PORTABLE } from "./helpers.ts";
 
 afterEach(cleanup);
 
@@ -54,6 +55,62 @@ describe("mutual exclusion across processes", () => {
     expect(fs.existsSync(marker)).toBe(false);
     expect(debrisOf(root, "counter")).toEqual([]);
   }, 300_000);
+});
+
+describe("waiters of several processes take their turns", () => {
+  /** Polls `probe` until it returns a value other than undefined. */
+  async function until<T>(probe: () => T | undefined, what: string, timeoutMs = 20_000): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = probe();
+      if (value !== undefined) return value;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await sleep(5);
+    }
+  }
+
+  // Turns are taken by waiters the name's events wake (inotify here); the
+  // portable mechanisms wait on timers alone, and a waiter woken by its
+  // timer takes the lock if it is free.
+  it.skipIf(PORTABLE)("three waiters that asked one after the other get the lock in that order when it frees", async () => {
+    const root = tempRoot();
+    const file = path.join(root, "turns");
+    const lockPath = `${file}.lock`;
+    const stagings = () => fs.readdirSync(root).filter((name) => name.startsWith("turns.lock.pending."));
+    const release = await acquireLock(file);
+    const waiters = [];
+    for (let i = 0; i < 3; i += 1) {
+      // A grace long enough that a slow machine cannot make an elder miss its turn.
+      const waiter = spawnFixture("waiter-in-line.mjs", [file, "20000"]);
+      await waiter.nextLine("asked ");
+      await until(() => (stagings().length === i + 1 ? true : undefined), `waiter ${i + 1}'s staged record`);
+      // The next one's staging is then later, even at a coarse clock tick.
+      await sleep(30);
+      waiters.push(waiter);
+    }
+    await release();
+    const order: number[] = [];
+    for (let turn = 0; turn < 3; turn += 1) {
+      const pid = await until(() => {
+        try {
+          const held = readInfo(lockPath).pid;
+          return order.includes(held) ? undefined : held;
+        } catch {
+          return undefined;
+        }
+      }, `turn ${turn + 1}`);
+      order.push(pid);
+      const holder = waiters.find((waiter) => waiter.pid === pid);
+      expect(holder, `the lock is held by one of the waiters (pid ${pid})`).toBeDefined();
+      await holder!.nextLine("held ");
+      holder!.send("release");
+      await holder!.nextLine("released");
+      expect(await holder!.exited).toEqual({ code: 0, signal: null });
+    }
+    expect(order).toEqual(waiters.map((waiter) => waiter.pid));
+    expect(debrisOf(root, "turns")).toEqual([]);
+    expect(fs.existsSync(lockPath)).toBe(false);
+  }, 60_000);
 });
 
 describe("a SIGKILLed holder costs nothing", () => {

@@ -52,7 +52,10 @@ export function injectFaultForTesting(step: string, code: string, times?: number
  * written, `release.detached`: the lock name freed by a release, its
  * directory not yet removed) stall for `ms` milliseconds on lock or directory names
  * containing `only`, `times` times or always (tests only): a slow
- * filesystem, or a window for a race.
+ * filesystem, or a window for a race. One step is a length of time, not a
+ * stall: `acquire.elder_grace`, how long a waiter woken by the free name
+ * lets the waiters of other processes that staged before it take the lock
+ * (2 ms by default).
  */
 export function injectDelayForTesting(step: string, ms: number, only?: string, times?: number): void {
   validateString(step, "step");

@@ -842,7 +842,8 @@ pub fn inject_fault_for_testing(step: String, code: String, times: Option<u32>) 
 }
 
 /// Test seam: makes `step` (`attempt`, `release`, `parent.created`, `publish.unwritten`,
-/// `release.detached`) stall
+/// `release.detached`) stall (or, for `acquire.elder_grace`, sets the grace a
+/// waiter gives the waiters staged before it)
 /// for `ms` milliseconds on names containing `only`, the next `times` times
 /// (always when omitted). Returns false for an unknown step.
 #[napi]

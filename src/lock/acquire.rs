@@ -37,6 +37,7 @@ use crate::sys::os::io::Errno;
 use crate::fs::fsx;
 use crate::fs::tree::{self, TreeSnapshot};
 use crate::lock::debris;
+use crate::lock::elders::{self, Elders};
 use crate::lock::fastpath;
 use crate::lock::guard::{self, Guarded};
 use crate::lock::names;
@@ -335,6 +336,11 @@ struct Attempts {
     /// Held until this acquisition has a place in its queue.
     arrival: Option<table::Arrival>,
     watch: Option<Watch>,
+    /// The waiters of other processes whose records were staged before
+    /// ours (see [`elders`]).
+    elders: Option<Elders>,
+    /// Whether it slept for the lock at least once.
+    waited: bool,
     /// Our record, staged while waiting (see [`Staged`]).
     staged: Option<Staged>,
     /// Whether this acquisition already looked for dead waiters' debris.
@@ -757,7 +763,7 @@ fn contend(
             },
             crate::sys::platform::name(),
         );
-        let Some(woken) = attempts.sleep(exit.as_ref(), delay, caller_wants_it) else {
+        let Some(woken) = attempts.sleep_in_turn(exit.as_ref(), delay, caller_wants_it) else {
             crate::debug!(
                 "giving up on {}: the calling thread is being torn down",
                 attempts.lock_path.display()
@@ -868,6 +874,69 @@ impl Attempts {
         }
     }
 
+    /// [`Attempts::sleep`] in turn with other processes' waiters: woken by
+    /// the name, it lets those whose records were staged before ours take
+    /// the lock first, each for at most its grace in all (see [`elders`]);
+    /// at the end of a grace the attempt is made, and finds the lock taken
+    /// if the elder took it.
+    fn sleep_in_turn(
+        &mut self,
+        exit: Option<&HolderWatch>,
+        delay: Duration,
+        caller_wants_it: &dyn Fn() -> bool,
+    ) -> Option<wait::Woken> {
+        self.note_elders();
+        self.waited = true;
+        let mut woken = self.sleep(exit, delay, caller_wants_it)?;
+        while woken == wait::Woken::NameChanged {
+            let Some(left) = self.turn_of_an_elder() else {
+                break;
+            };
+            let left = left.min(self.deadline.saturating_duration_since(Instant::now()));
+            crate::debug!(
+                "{} waiter(s) of other processes staged before us on {}: letting them go first, for up to {} ms",
+                self.elders.as_ref().map_or(0, Elders::len),
+                self.lock_path.display(),
+                left.as_millis(),
+            );
+            let started = Instant::now();
+            // The holder that was is no longer of interest: the name is free.
+            let again = self.sleep(None, left, caller_wants_it)?;
+            if let Some(elders) = self.elders.as_mut() {
+                elders.gave(started.elapsed());
+            }
+            if again == wait::Woken::Timeout {
+                break;
+            }
+            woken = again;
+        }
+        Some(woken)
+    }
+
+    /// How much longer the first waiter staged before ours may go first
+    /// (see [`Elders::turn_left`]).
+    fn turn_of_an_elder(&mut self) -> Option<Duration> {
+        match (self.elders.as_mut(), self.staged.as_ref()) {
+            (Some(elders), Some(staged)) if elders.are_before(staged) => {
+                elders.turn_left(staged.parent(), elders::grace(&self.lock_name))
+            }
+            _ => None,
+        }
+    }
+
+    /// Reads, once per staging, which waiters of other processes staged
+    /// before it. Only where the name's events wake us: a waiter woken by
+    /// its timer alone looks when it looks, and takes no turns.
+    fn note_elders(&mut self) {
+        let Some(staged) = self.staged.as_ref() else {
+            return;
+        };
+        if self.watch.is_none() || self.elders.as_ref().is_some_and(|e| e.are_before(staged)) {
+            return;
+        }
+        self.elders = Some(Elders::before(staged, &self.lock_name));
+    }
+
     /// The inline attempt (see [`acquire_first_attempt`]).
     fn inline_attempt(&mut self) -> Result<Inline, AcquireError> {
         let parent = self.make_parent()?;
@@ -937,6 +1006,8 @@ impl Attempts {
             place: None,
             arrival: None,
             watch: None,
+            elders: None,
+            waited: false,
             staged: None,
             reaped_while_contended: false,
             holder_exited: false,
@@ -1066,6 +1137,7 @@ impl Attempts {
             #[cfg(any(target_os = "linux", target_os = "android"))]
             root_listed: AtomicBool::new(false),
             root_guarded: AtomicBool::new(true),
+            waited: self.waited,
         }))
     }
 
@@ -1630,6 +1702,8 @@ fn rename_error_code(code: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsStr;
+    use std::path::Path;
 
     #[test]
     fn the_budget_is_retries_times_the_delay_and_infinite_retries_wait_for_good() {
@@ -1706,6 +1780,212 @@ mod tests {
         let id = claim.take().id;
         release::release_blocking(id).unwrap();
         drop(attempts);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A waiter of `file` in `dir` asleep on the name, its record staged,
+    /// and the directory that holds the name for now; the grace it gives
+    /// the waiters staged before it is `grace` (the seam, for this file's
+    /// name only).
+    /// The seam holds one grace at a time: its tests take turns.
+    static ELDER_SEAM: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn staged_waiter(dir: &Path, file: &str, grace: Duration) -> Attempts {
+        assert!(crate::sys::faults::arm_delay(
+            "acquire.elder_grace",
+            u32::try_from(grace.as_millis()).unwrap(),
+            Some(file),
+            None,
+        ));
+        std::fs::create_dir(dir.join(format!("{file}.lock"))).unwrap();
+        let options = crate::testutil::acquire_options(
+            &dir.join(file),
+            Duration::from_secs(60),
+            Duration::from_secs(30),
+        );
+        let mut attempts = Attempts::new(options).unwrap();
+        let parent = fsx::open_anchor(dir).unwrap();
+        let record = attempts.record();
+        attempts.staged = Some(Staged::new(parent.as_fd(), &attempts.lock_name, &record).unwrap());
+        attempts.watch = Watch::new(parent.as_fd(), &attempts.lock_name);
+        assert!(
+            attempts.watch.is_some(),
+            "the name's events are watched here"
+        );
+        attempts
+    }
+
+    /// Another process's waiter, staged before whoever stages next.
+    fn elder_of(dir: &Path, file: &str) -> Staged {
+        let parent = fsx::open_anchor(dir).unwrap();
+        let elder =
+            Staged::new(parent.as_fd(), OsStr::new(&format!("{file}.lock")), b"{}").unwrap();
+        // The next staging's ctime is later even at a coarse clock tick.
+        std::thread::sleep(Duration::from_millis(30));
+        elder
+    }
+
+    fn remove_lock(lock: &Path) {
+        let _ = std::fs::remove_file(lock.join("info"));
+        std::fs::remove_dir(lock).unwrap();
+    }
+
+    #[test]
+    fn a_waiter_woken_by_the_free_name_lets_a_waiter_staged_before_it_go_first() {
+        let _turn = ELDER_SEAM.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = crate::testutil::tempdir("elder-first");
+        let mut elder = elder_of(&dir, "elder-first");
+        let mut attempts = staged_waiter(&dir, "elder-first", Duration::from_secs(30));
+        let lock = dir.join("elder-first.lock");
+        let started = Instant::now();
+        let others = std::thread::spawn({
+            let lock = lock.clone();
+            move || {
+                // The holder releases; the elder's thread is slow to run,
+                // then it publishes, holds, and releases in turn.
+                std::thread::sleep(Duration::from_millis(100));
+                remove_lock(&lock);
+                std::thread::sleep(Duration::from_millis(300));
+                let published = elder
+                    .publish(OsStr::new("elder-first.lock"), b"{}")
+                    .unwrap();
+                assert!(matches!(published, StagedPublication::Published(_)));
+                std::thread::sleep(Duration::from_millis(200));
+                remove_lock(&lock);
+                drop(published);
+            }
+        });
+        let woken = attempts.sleep_in_turn(None, Duration::from_secs(20), &|| true);
+        let waited = started.elapsed();
+        others.join().unwrap();
+        assert_eq!(woken, Some(wait::Woken::NameChanged));
+        assert!(
+            waited >= Duration::from_millis(550),
+            "the waiter stayed asleep while its elder was staged ({waited:?})"
+        );
+        assert!(
+            waited < Duration::from_secs(20),
+            "woken by the name, not its timer"
+        );
+        let Ok(Step::Won(claim)) = attempts.attempt() else {
+            panic!("then it takes the free lock");
+        };
+        release::release_blocking(claim.take().id).unwrap();
+        crate::sys::faults::disarm_delay("acquire.elder_grace");
+        drop(attempts);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_elder_that_does_not_take_the_free_name_within_its_grace_loses_its_turn() {
+        let _turn = ELDER_SEAM.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = crate::testutil::tempdir("elder-slow");
+        let elder = elder_of(&dir, "elder-slow");
+        let mut attempts = staged_waiter(&dir, "elder-slow", Duration::from_millis(300));
+        let lock = dir.join("elder-slow.lock");
+        let started = Instant::now();
+        let holder = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            remove_lock(&lock);
+        });
+        let woken = attempts.sleep_in_turn(None, Duration::from_secs(20), &|| true);
+        let waited = started.elapsed();
+        holder.join().unwrap();
+        assert_eq!(woken, Some(wait::Woken::NameChanged));
+        assert!(waited >= Duration::from_millis(400), "{waited:?}");
+        assert!(waited < Duration::from_secs(20), "{waited:?}");
+        assert_eq!(
+            attempts.turn_of_an_elder(),
+            None,
+            "the elder is still staged, and its turn is over"
+        );
+        let Ok(Step::Won(claim)) = attempts.attempt() else {
+            panic!("the waiter takes the free lock");
+        };
+        release::release_blocking(claim.take().id).unwrap();
+        crate::sys::faults::disarm_delay("acquire.elder_grace");
+        drop((attempts, elder));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_elders_grace_is_counted_over_all_wake_ups_so_barging_newcomers_cannot_make_it_last() {
+        let _turn = ELDER_SEAM.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = crate::testutil::tempdir("elder-stopped");
+        // A stopped process's staging: it never publishes.
+        let elder = elder_of(&dir, "elder-stopped");
+        let mut attempts = staged_waiter(&dir, "elder-stopped", Duration::from_millis(1_000));
+        let lock = dir.join("elder-stopped.lock");
+        let started = Instant::now();
+        let others = std::thread::spawn({
+            let lock = lock.clone();
+            move || {
+                // The holder releases; a newcomer takes the free name while
+                // the waiter lets the elder go first, and releases later.
+                std::thread::sleep(Duration::from_millis(100));
+                remove_lock(&lock);
+                std::thread::sleep(Duration::from_millis(200));
+                std::fs::create_dir(&lock).unwrap();
+                std::thread::sleep(Duration::from_millis(1_000));
+                remove_lock(&lock);
+            }
+        });
+        // The elder's whole grace goes by; then the attempt finds the
+        // newcomer holding the lock, and the waiter sleeps on it.
+        let woken = attempts.sleep_in_turn(None, Duration::from_secs(20), &|| true);
+        assert_eq!(woken, Some(wait::Woken::NameChanged));
+        assert!(
+            started.elapsed() >= Duration::from_millis(1_050),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(matches!(attempts.attempt(), Ok(Step::Held { .. })));
+        // The newcomer releases: the elder, still staged, has had its grace.
+        let woken = attempts.sleep_in_turn(None, Duration::from_secs(20), &|| true);
+        let waited = started.elapsed();
+        others.join().unwrap();
+        assert_eq!(woken, Some(wait::Woken::NameChanged));
+        assert!(
+            waited < Duration::from_millis(2_100),
+            "the elder got no second grace ({waited:?})"
+        );
+        let Ok(Step::Won(claim)) = attempts.attempt() else {
+            panic!("the waiter takes the free lock");
+        };
+        release::release_blocking(claim.take().id).unwrap();
+        crate::sys::faults::disarm_delay("acquire.elder_grace");
+        drop((attempts, elder));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_waiter_with_no_elder_takes_the_free_name_at_once() {
+        let _turn = ELDER_SEAM.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = crate::testutil::tempdir("elder-none");
+        let mut attempts = staged_waiter(&dir, "elder-none", Duration::from_secs(30));
+        // Staged after ours: it stands behind us.
+        let parent = fsx::open_anchor(&dir).unwrap();
+        let later = Staged::new(parent.as_fd(), OsStr::new("elder-none.lock"), b"{}").unwrap();
+        let lock = dir.join("elder-none.lock");
+        let started = Instant::now();
+        let holder = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            remove_lock(&lock);
+        });
+        let woken = attempts.sleep_in_turn(None, Duration::from_secs(20), &|| true);
+        let waited = started.elapsed();
+        holder.join().unwrap();
+        assert_eq!(woken, Some(wait::Woken::NameChanged));
+        assert!(
+            waited < Duration::from_secs(20),
+            "woken by the name ({waited:?})"
+        );
+        let Ok(Step::Won(claim)) = attempts.attempt() else {
+            panic!("the waiter takes the free lock");
+        };
+        release::release_blocking(claim.take().id).unwrap();
+        crate::sys::faults::disarm_delay("acquire.elder_grace");
+        drop((attempts, later));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -6,6 +6,7 @@
 
 pub mod acquire;
 pub mod debris;
+pub mod elders;
 pub mod fastpath;
 pub mod gc;
 pub mod guard;

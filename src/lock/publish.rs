@@ -546,6 +546,22 @@ impl Staged {
         same_parent && record.len() == self.len
     }
 
+    /// The staging directory's name in its parent.
+    pub fn name(&self) -> &OsStr {
+        &self.name
+    }
+
+    /// The directory it is staged in.
+    pub fn parent(&self) -> BorrowedFd<'_> {
+        self.parent.as_fd()
+    }
+
+    /// The staging directory's metadata now, through its descriptor
+    /// (`None` once published, or when it cannot be read).
+    pub fn root_stat(&self) -> Option<Stat> {
+        self.root.as_ref().and_then(|root| fs::fstat(root).ok())
+    }
+
     /// Renews the staged record to `record` (see [`Staged::fits`]) and
     /// renames the staging directory onto `lock_name`, never replacing
     /// anything.

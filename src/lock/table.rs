@@ -72,6 +72,9 @@ pub struct Generation {
     /// release that hands over to the exact removal, which takes its turn
     /// through a description of its own, lets go of it.
     pub root_guarded: AtomicBool,
+    /// Whether its acquisition waited for another holder: its release
+    /// then lets the waiter it wakes run first (see `release`).
+    pub waited: bool,
 }
 
 /// Where a generation is in its life.

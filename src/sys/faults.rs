@@ -25,13 +25,16 @@ pub const STEPS: &[&str] = &[
 /// creating a missing parent directory and opening it, the moment a
 /// staging directory is made and held but its record not yet written, and
 /// the moment a release has freed the lock name (its directory detached,
-/// not yet removed).
+/// not yet removed). And one that is a length of time rather than a stall:
+/// `acquire.elder_grace`, how long a waiter woken by the free name lets
+/// the waiters staged before it take the lock ([`armed_duration`]).
 pub const DELAY_STEPS: &[&str] = &[
     "attempt",
     "release",
     "parent.created",
     "publish.unwritten",
     "release.detached",
+    "acquire.elder_grace",
 ];
 
 /// Codes a fault may carry (errno names the lock treats as the kernel's).
@@ -79,6 +82,19 @@ struct Delay {
     remaining: Option<u32>,
 }
 
+impl Delay {
+    /// Whether it is armed for `name`.
+    fn applies_to(&self, name: &OsStr) -> bool {
+        self.only.as_deref().is_none_or(|only| {
+            only.is_empty()
+                || name
+                    .as_encoded_bytes()
+                    .windows(only.len())
+                    .any(|w| w == only)
+        })
+    }
+}
+
 fn delays() -> &'static Mutex<HashMap<&'static str, Delay>> {
     static DELAYS: OnceLock<Mutex<HashMap<&'static str, Delay>>> = OnceLock::new();
     DELAYS.get_or_init(Mutex::default)
@@ -115,13 +131,7 @@ pub fn pause(step: &'static str, name: &OsStr) {
         let Some(delay) = delays.get_mut(step) else {
             return;
         };
-        let matches = delay.only.as_deref().is_none_or(|only| {
-            only.is_empty()
-                || name
-                    .as_encoded_bytes()
-                    .windows(only.len())
-                    .any(|w| w == only)
-        });
+        let matches = delay.applies_to(name);
         match &mut delay.remaining {
             _ if !matches => return,
             Some(0) => return,
@@ -131,6 +141,27 @@ pub fn pause(step: &'static str, name: &OsStr) {
         delay.duration
     };
     std::thread::sleep(duration);
+}
+
+/// The duration `step` is armed with for `name` (see [`arm_delay`]), if
+/// any, without using up a count: for a step that is a length of time,
+/// not a stall.
+pub fn armed_duration(step: &'static str, name: &OsStr) -> Option<Duration> {
+    if !ARMED.load(Ordering::Relaxed) {
+        return None;
+    }
+    let delays = delays().lock().unwrap_or_else(|p| p.into_inner());
+    let delay = delays.get(step)?;
+    (delay.applies_to(name) && delay.remaining != Some(0)).then_some(delay.duration)
+}
+
+/// Disarms the delay of `step` alone (tests that run beside others).
+#[cfg(test)]
+pub fn disarm_delay(step: &str) {
+    delays()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(step);
 }
 
 /// Disarms every fault and delay.
