@@ -283,9 +283,9 @@ mod tests {
         std::fs::create_dir(dir.join(&second_name)).unwrap();
         assert!(!elders.one_is_staged(parent.as_fd()));
         assert_eq!(elders.len(), 0);
+        std::fs::remove_dir(dir.join(&second_name)).unwrap();
 
-        // A later waiter finds ours before it (the directory at the
-        // second's name is nobody's waiter), then the first of another
+        // A later waiter finds ours before it, then the first of another
         // two; each goes first for its grace in all, then loses its turn.
         let late = stage(parent.as_fd(), "f.lock");
         let of_late = Elders::before(&late, OsStr::new("f.lock"));
