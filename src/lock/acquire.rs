@@ -1815,6 +1815,29 @@ mod tests {
         attempts
     }
 
+    /// A test's scene: its turn at the seam, a fresh directory, another
+    /// process's waiter staged there first (`with_elder`), then the
+    /// waiter under test (see [`staged_waiter`]), and the lock's path.
+    #[allow(clippy::type_complexity)]
+    fn waiter_behind(
+        file: &str,
+        grace: Duration,
+        with_elder: bool,
+    ) -> (
+        std::sync::MutexGuard<'static, ()>,
+        std::path::PathBuf,
+        Option<Staged>,
+        Attempts,
+        std::path::PathBuf,
+    ) {
+        let turn = ELDER_SEAM.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = crate::testutil::tempdir(file);
+        let elder = with_elder.then(|| elder_of(&dir, file));
+        let attempts = staged_waiter(&dir, file, grace);
+        let lock = dir.join(format!("{file}.lock"));
+        (turn, dir, elder, attempts, lock)
+    }
+
     /// Another process's waiter, staged before whoever stages next.
     fn elder_of(dir: &Path, file: &str) -> Staged {
         let parent = fsx::open_anchor(dir).unwrap();
@@ -1825,6 +1848,35 @@ mod tests {
         elder
     }
 
+    /// The waiter's attempt wins the free lock (the other stagings of the
+    /// test, `others`, still there); released, and the test's seam,
+    /// stagings and directory cleaned up.
+    fn takes_the_free_lock<T>(mut attempts: Attempts, dir: &Path, others: T) {
+        let Ok(Step::Won(claim)) = attempts.attempt() else {
+            panic!("the waiter takes the free lock");
+        };
+        release::release_blocking(claim.take().id).unwrap();
+        crate::sys::faults::disarm_delay("acquire.elder_grace");
+        drop((attempts, others));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Sleeps in turn until woken by the name (not the 20 s timer);
+    /// how long since `started`.
+    fn woken_by_the_name(attempts: &mut Attempts, started: Instant) -> Duration {
+        let woken = attempts.sleep_in_turn(None, Duration::from_secs(20), &|| true);
+        assert_eq!(woken, Some(wait::Woken::NameChanged), "woken by the name");
+        started.elapsed()
+    }
+
+    /// The holder of `lock`, which releases it after `delay`.
+    fn releases_after(lock: std::path::PathBuf, delay: Duration) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            remove_lock(&lock);
+        })
+    }
+
     fn remove_lock(lock: &Path) {
         let _ = std::fs::remove_file(lock.join("info"));
         std::fs::remove_dir(lock).unwrap();
@@ -1832,39 +1884,32 @@ mod tests {
 
     #[test]
     fn a_waiter_woken_by_the_free_name_lets_a_waiter_staged_before_it_go_first() {
-        let _turn = ELDER_SEAM.lock().unwrap_or_else(|p| p.into_inner());
-        let dir = crate::testutil::tempdir("elder-first");
-        let mut elder = elder_of(&dir, "elder-first");
-        let mut attempts = staged_waiter(&dir, "elder-first", Duration::from_secs(30));
-        let lock = dir.join("elder-first.lock");
+        let (_turn, dir, elder, mut attempts, lock) =
+            waiter_behind("elder-first", Duration::from_secs(30), true);
+        let mut elder = elder.expect("staged");
         let started = Instant::now();
-        let others = std::thread::spawn({
-            let lock = lock.clone();
-            move || {
-                // The holder releases; the elder's thread is slow to run,
-                // then it publishes, holds, and releases in turn.
-                std::thread::sleep(Duration::from_millis(100));
-                remove_lock(&lock);
-                std::thread::sleep(Duration::from_millis(300));
-                let published = elder
-                    .publish(OsStr::new("elder-first.lock"), b"{}")
-                    .unwrap();
-                assert!(matches!(published, StagedPublication::Published(_)));
-                std::thread::sleep(Duration::from_millis(200));
-                // Its descriptors closed first: Windows deletes nothing
-                // still open.
-                drop((published, elder));
-                remove_lock(&lock);
-            }
+        let others = std::thread::spawn(move || {
+            // The holder releases; the elder's thread is slow to run,
+            // then it publishes, holds, and releases in turn.
+            std::thread::sleep(Duration::from_millis(100));
+            remove_lock(&lock);
+            std::thread::sleep(Duration::from_millis(300));
+            let published = elder
+                .publish(OsStr::new("elder-first.lock"), b"{}")
+                .unwrap();
+            assert!(matches!(published, StagedPublication::Published(_)));
+            std::thread::sleep(Duration::from_millis(200));
+            // Its descriptors closed first: Windows deletes nothing
+            // still open.
+            drop((published, elder));
+            remove_lock(&lock);
         });
         // Woken only once the elder took its turn (Linux wakes us when it
         // releases; Windows also when its publication names the lock),
         // and holding the lock only after it let go.
         let mut woken_at = Vec::new();
         let claim = loop {
-            let woken = attempts.sleep_in_turn(None, Duration::from_secs(20), &|| true);
-            assert_eq!(woken, Some(wait::Woken::NameChanged), "woken by the name");
-            woken_at.push(started.elapsed());
+            woken_at.push(woken_by_the_name(&mut attempts, started));
             match attempts.attempt() {
                 Ok(Step::Won(claim)) => break claim,
                 Ok(Step::Held { .. }) if woken_at.len() < 3 => {}
@@ -1886,20 +1931,13 @@ mod tests {
 
     #[test]
     fn an_elder_that_does_not_take_the_free_name_within_its_grace_loses_its_turn() {
-        let _turn = ELDER_SEAM.lock().unwrap_or_else(|p| p.into_inner());
-        let dir = crate::testutil::tempdir("elder-slow");
-        let elder = elder_of(&dir, "elder-slow");
-        let mut attempts = staged_waiter(&dir, "elder-slow", Duration::from_millis(300));
-        let lock = dir.join("elder-slow.lock");
+        let (_turn, dir, elder, mut attempts, lock) =
+            waiter_behind("elder-slow", Duration::from_millis(300), true);
+        let elder = elder.expect("staged");
         let started = Instant::now();
-        let holder = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
-            remove_lock(&lock);
-        });
-        let woken = attempts.sleep_in_turn(None, Duration::from_secs(20), &|| true);
-        let waited = started.elapsed();
+        let holder = releases_after(lock, Duration::from_millis(100));
+        let waited = woken_by_the_name(&mut attempts, started);
         holder.join().unwrap();
-        assert_eq!(woken, Some(wait::Woken::NameChanged));
         assert!(waited >= Duration::from_millis(400), "{waited:?}");
         assert!(waited < Duration::from_secs(20), "{waited:?}");
         assert_eq!(
@@ -1907,94 +1945,54 @@ mod tests {
             None,
             "the elder is still staged, and its turn is over"
         );
-        let Ok(Step::Won(claim)) = attempts.attempt() else {
-            panic!("the waiter takes the free lock");
-        };
-        release::release_blocking(claim.take().id).unwrap();
-        crate::sys::faults::disarm_delay("acquire.elder_grace");
-        drop((attempts, elder));
-        std::fs::remove_dir_all(&dir).unwrap();
+        takes_the_free_lock(attempts, &dir, elder);
     }
 
     #[test]
     fn an_elders_grace_is_counted_over_all_wake_ups_so_barging_newcomers_cannot_make_it_last() {
-        let _turn = ELDER_SEAM.lock().unwrap_or_else(|p| p.into_inner());
-        let dir = crate::testutil::tempdir("elder-stopped");
+        let (_turn, dir, elder, mut attempts, lock) =
+            waiter_behind("elder-stopped", Duration::from_millis(1_000), true);
         // A stopped process's staging: it never publishes.
-        let elder = elder_of(&dir, "elder-stopped");
-        let mut attempts = staged_waiter(&dir, "elder-stopped", Duration::from_millis(1_000));
-        let lock = dir.join("elder-stopped.lock");
+        let elder = elder.expect("staged");
         let started = Instant::now();
-        let others = std::thread::spawn({
-            let lock = lock.clone();
-            move || {
-                // The holder releases; a newcomer takes the free name while
-                // the waiter lets the elder go first, and releases later.
-                std::thread::sleep(Duration::from_millis(100));
-                remove_lock(&lock);
-                std::thread::sleep(Duration::from_millis(200));
-                std::fs::create_dir(&lock).unwrap();
-                std::thread::sleep(Duration::from_millis(1_000));
-                remove_lock(&lock);
-            }
+        let others = std::thread::spawn(move || {
+            // The holder releases; a newcomer takes the free name while
+            // the waiter lets the elder go first, and releases later.
+            std::thread::sleep(Duration::from_millis(100));
+            remove_lock(&lock);
+            std::thread::sleep(Duration::from_millis(200));
+            std::fs::create_dir(&lock).unwrap();
+            std::thread::sleep(Duration::from_millis(1_000));
+            remove_lock(&lock);
         });
         // The elder's whole grace goes by; then the attempt finds the
         // newcomer holding the lock, and the waiter sleeps on it.
-        let woken = attempts.sleep_in_turn(None, Duration::from_secs(20), &|| true);
-        assert_eq!(woken, Some(wait::Woken::NameChanged));
-        assert!(
-            started.elapsed() >= Duration::from_millis(1_050),
-            "{:?}",
-            started.elapsed()
-        );
+        let waited = woken_by_the_name(&mut attempts, started);
+        assert!(waited >= Duration::from_millis(1_050), "{waited:?}");
         assert!(matches!(attempts.attempt(), Ok(Step::Held { .. })));
         // The newcomer releases: the elder, still staged, has had its grace.
-        let woken = attempts.sleep_in_turn(None, Duration::from_secs(20), &|| true);
-        let waited = started.elapsed();
+        let waited = woken_by_the_name(&mut attempts, started);
         others.join().unwrap();
-        assert_eq!(woken, Some(wait::Woken::NameChanged));
         assert!(
             waited < Duration::from_millis(2_100),
             "the elder got no second grace ({waited:?})"
         );
-        let Ok(Step::Won(claim)) = attempts.attempt() else {
-            panic!("the waiter takes the free lock");
-        };
-        release::release_blocking(claim.take().id).unwrap();
-        crate::sys::faults::disarm_delay("acquire.elder_grace");
-        drop((attempts, elder));
-        std::fs::remove_dir_all(&dir).unwrap();
+        takes_the_free_lock(attempts, &dir, elder);
     }
 
     #[test]
     fn a_waiter_with_no_elder_takes_the_free_name_at_once() {
-        let _turn = ELDER_SEAM.lock().unwrap_or_else(|p| p.into_inner());
-        let dir = crate::testutil::tempdir("elder-none");
-        let mut attempts = staged_waiter(&dir, "elder-none", Duration::from_secs(30));
+        let (_turn, dir, _, mut attempts, lock) =
+            waiter_behind("elder-none", Duration::from_secs(30), false);
         // Staged after ours: it stands behind us.
         let parent = fsx::open_anchor(&dir).unwrap();
         let later = Staged::new(parent.as_fd(), OsStr::new("elder-none.lock"), b"{}").unwrap();
-        let lock = dir.join("elder-none.lock");
         let started = Instant::now();
-        let holder = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
-            remove_lock(&lock);
-        });
-        let woken = attempts.sleep_in_turn(None, Duration::from_secs(20), &|| true);
-        let waited = started.elapsed();
+        let holder = releases_after(lock, Duration::from_millis(100));
+        // Woken by the name, not the timer; nobody before it to wait for.
+        woken_by_the_name(&mut attempts, started);
         holder.join().unwrap();
-        assert_eq!(woken, Some(wait::Woken::NameChanged));
-        assert!(
-            waited < Duration::from_secs(20),
-            "woken by the name ({waited:?})"
-        );
-        let Ok(Step::Won(claim)) = attempts.attempt() else {
-            panic!("the waiter takes the free lock");
-        };
-        release::release_blocking(claim.take().id).unwrap();
-        crate::sys::faults::disarm_delay("acquire.elder_grace");
-        drop((attempts, later));
-        std::fs::remove_dir_all(&dir).unwrap();
+        takes_the_free_lock(attempts, &dir, later);
     }
 
     #[test]
