@@ -59,6 +59,13 @@ mkdir -p "$XPLAT_DIR/bin"
 for tool in cargo rustc cargo-clippy clippy-driver; do
   ln -sfn "/usr/bin/$tool" "$XPLAT_DIR/bin/$tool"
 done
+# rustc strips Apple binaries (`strip = "symbols"`) with `rust-objcopy`, which Debian's
+# rustc-web does not ship; it looks for it on PATH. rustup's copy (the same tool) if there is
+# one, else LLVM's own objcopy.
+objcopy=$(ls -d "$HOME"/.rustup/toolchains/*-x86_64-unknown-linux-gnu/lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-objcopy 2>/dev/null | head -n 1 || true)
+if [ -z "$objcopy" ] && command -v llvm-objcopy >/dev/null 2>&1; then objcopy=$(command -v llvm-objcopy); fi
+[ -n "$objcopy" ] || die "no rust-objcopy (rustup) nor llvm-objcopy to strip the macOS binaries with"
+ln -sfn "$objcopy" "$XPLAT_DIR/bin/rust-objcopy"
 
 # --- 4. env.sh --------------------------------------------------------------------------
 cat > "$XPLAT_DIR/env.sh.new" <<EOF

@@ -544,7 +544,12 @@ impl Guard {
             };
             match ended {
                 Ok(Contended::Settled) => return,
-                Ok(Contended::NotHead(back)) => attempts = *back,
+                Ok(Contended::NotHead(back)) => {
+                    attempts = *back;
+                    // It waits for another acquisition of this process: its
+                    // release, too, lets the waiter it wakes run first.
+                    attempts.waited = true;
+                }
                 Err(_) => {
                     self.answer.settle(Err(self.internal_error()));
                     return;
@@ -918,7 +923,15 @@ impl Attempts {
     fn turn_of_an_elder(&mut self) -> Option<Duration> {
         match (self.elders.as_mut(), self.staged.as_ref()) {
             (Some(elders), Some(staged)) if elders.are_before(staged) => {
-                elders.turn_left(staged.parent(), elders::grace(&self.lock_name))
+                let left = elders.turn_left(staged.parent(), elders::grace(&self.lock_name))?;
+                // Only while the name is free: taken (by the elder, whose
+                // publication woke us where events name it, or by a
+                // newcomer), the attempt judges its holder and watches it.
+                let free = matches!(
+                    fsx::stat_nofollow(staged.parent(), &self.lock_name),
+                    Err(Errno::NOENT)
+                );
+                free.then_some(left)
             }
             _ => None,
         }
@@ -1840,6 +1853,7 @@ mod tests {
 
     /// Another process's waiter, staged before whoever stages next.
     fn elder_of(dir: &Path, file: &str) -> Staged {
+        elders::OURS_ARE_OTHERS.with(|ours| ours.set(true));
         let parent = fsx::open_anchor(dir).unwrap();
         let elder =
             Staged::new(parent.as_fd(), OsStr::new(&format!("{file}.lock")), b"{}").unwrap();
@@ -1957,27 +1971,39 @@ mod tests {
         let started = Instant::now();
         let others = std::thread::spawn(move || {
             // The holder releases; a newcomer takes the free name while
-            // the waiter lets the elder go first, and releases later.
+            // the waiter lets the elder go first (800 of its 1000 ms), and
+            // releases two seconds later.
             std::thread::sleep(Duration::from_millis(100));
             remove_lock(&lock);
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(800));
             std::fs::create_dir(&lock).unwrap();
-            std::thread::sleep(Duration::from_millis(1_000));
+            std::thread::sleep(Duration::from_millis(2_000));
             remove_lock(&lock);
         });
-        // The elder's whole grace goes by; then the attempt finds the
-        // newcomer holding the lock, and the waiter sleeps on it.
-        let waited = woken_by_the_name(&mut attempts, started);
-        assert!(waited >= Duration::from_millis(1_050), "{waited:?}");
-        assert!(matches!(attempts.attempt(), Ok(Step::Held { .. })));
-        // The newcomer releases: the elder, still staged, has had its grace.
-        let waited = woken_by_the_name(&mut attempts, started);
+        // The waiter finds the newcomer holding the lock (when its grace
+        // ends, or at once where events name the newcomer), sleeps on it,
+        // and takes the lock once the newcomer has released it and what is
+        // left of the elder's grace (none, or 200 ms) has gone by: not a
+        // second grace of 1000 ms, which would end at about 3.9 s.
+        let claim = loop {
+            woken_by_the_name(&mut attempts, started);
+            match attempts.attempt() {
+                Ok(Step::Won(claim)) => break claim,
+                Ok(Step::Held { .. }) if started.elapsed() < Duration::from_secs(10) => {}
+                _ => panic!("the waiter takes the lock after the newcomer"),
+            }
+        };
+        let held_at = started.elapsed();
         others.join().unwrap();
+        assert!(held_at >= Duration::from_millis(2_900), "{held_at:?}");
         assert!(
-            waited < Duration::from_millis(2_100),
-            "the elder got no second grace ({waited:?})"
+            held_at < Duration::from_millis(3_500),
+            "the elder got no second grace ({held_at:?})"
         );
-        takes_the_free_lock(attempts, &dir, elder);
+        release::release_blocking(claim.take().id).unwrap();
+        crate::sys::faults::disarm_delay("acquire.elder_grace");
+        drop((attempts, elder));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -1989,9 +2015,11 @@ mod tests {
         let later = Staged::new(parent.as_fd(), OsStr::new("elder-none.lock"), b"{}").unwrap();
         let started = Instant::now();
         let holder = releases_after(lock, Duration::from_millis(100));
-        // Woken by the name, not the timer; nobody before it to wait for.
-        woken_by_the_name(&mut attempts, started);
+        // Woken by the name, and nobody before it to wait for: not after a
+        // grace (30 s here).
+        let waited = woken_by_the_name(&mut attempts, started);
         holder.join().unwrap();
+        assert!(waited < Duration::from_secs(10), "{waited:?}");
         takes_the_free_lock(attempts, &dir, later);
     }
 

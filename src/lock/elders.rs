@@ -13,34 +13,51 @@
 //! woken by the name, lets them go first: while the first of them is still
 //! staged at its name, it sleeps again, until an event or the end of that
 //! elder's grace ([`GRACE`]), and then makes its attempt (which finds the
-//! lock taken when the elder took it). A staging's place is its directory's
-//! ctime, then its name: one total order that every waiter reads the same
-//! from the directory, and that a later staging never jumps (its ctime is
-//! the clock at its `mkdir`, and nothing changes a staged directory until
-//! it is published or removed).
+//! lock taken when the elder took it). It defers only while the name is
+//! free: a name found taken (the elder's publication woke it, as on
+//! Windows and macOS, or a newcomer took the free name) sends it to its
+//! attempt, which judges the holder and watches its exit. A staging's place
+//! is its directory's ctime (set when its record was created), then its
+//! name: one total order that every waiter reads the same from the
+//! directory. Stagings made within one tick of a coarse clock are ordered
+//! by their random names, so the order is the order of asking only to that
+//! tick.
 //!
 //! It is best effort and never a wait without end: the grace an elder gets
 //! from a waiter is counted over all the waiter's wake-ups, so an elder
 //! that does not take the lock (a stopped process, a waiter whose events do
 //! not reach it, one giving up) costs each waiter behind it one grace in
 //! all, however often the lock changes hands meanwhile, and then loses its
-//! turn with that waiter for good. Only time the waiter spends letting it go
-//! first, woken to the name, is counted: while someone holds the lock, an
-//! elder has no turn to miss. Nothing is opened, locked or removed here: places are read with
-//! `stat`s by name, and a name only ever defers a waiter, it decides
-//! nothing about a lock. Waiters of one process are ordered by the
-//! in-process queue already (only its head stages), and an acquisition that
+//! turn with that waiter for good — and with every later acquisition of
+//! this process ([`passed_over`]): a stuck staging costs a process one
+//! grace, not one per acquisition. Only time the waiter spends letting it
+//! go first, woken to the name and finding it free, is counted.
+//!
+//! Who counts as an elder: a staging of the lock, made before ours, by
+//! another process (this process's waiters are ordered by its in-process
+//! queue), that holds its record (a publisher takes its staging's `flock`
+//! before it creates the record, so the probe below never meets one
+//! between its `mkdir` and its `flock`) and whose `flock` is held (a
+//! crashed waiter's staging is no waiter; where that cannot be told, it
+//! counts). Nothing is removed here: places are read with `stat`s, a
+//! liveness with a shared `flock` let go at once, and a name only ever
+//! defers a waiter, it decides nothing about a lock. An acquisition that
 //! finds the lock free publishes without looking at anyone's place.
+//! At most [`debris::MAX_CANDIDATES`] stagings are read, in directory
+//! order.
 
+use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::sys::os::fd::BorrowedFd;
-use crate::sys::os::fs::{self, FileType, FlockOperation};
+use crate::sys::os::fd::{AsFd, BorrowedFd};
+use crate::sys::os::fs::{self, FileType, FlockOperation, Stat};
 use crate::sys::os::io::Errno;
 
 use crate::fs::fsx;
 use crate::lock::debris::{self, Kind};
+use crate::lock::identity::INFO_NAME;
 use crate::lock::publish::Staged;
 
 /// How long a waiter woken by the free name lets an elder take it: a
@@ -89,19 +106,66 @@ pub struct Elders {
 /// nobody holds is no waiter: a crashed one's, the original module's (it
 /// does not wait staged), a directory that only has the name. Where that
 /// cannot be told (no `flock` on the filesystem, a staging we may not
-/// open), it counts. The probe is a shared `flock`, let go at once: it
-/// keeps nobody out but a reaper, who leaves the staging to its next scan.
+/// open), it counts. The probe is a shared `flock`, let go at once: a
+/// reaper or reclaimer that tries the staging meanwhile finds it busy and
+/// leaves it to its next scan.
 fn is_held(parent: BorrowedFd<'_>, name: &OsStr) -> bool {
     let dir = match fsx::open_child_dir(parent, name) {
         Ok(dir) => dir,
         Err(errno) => return matches!(errno, Errno::ACCESS | Errno::PERM),
     };
+    // Its record first: a staging without one is not waiting yet, and its
+    // publisher may be between its `mkdir` and its `flock`, which our probe
+    // would make it take for a reaper's.
+    if fsx::stat_nofollow(dir.as_fd(), OsStr::new(INFO_NAME)).is_err() {
+        return false;
+    }
     match fs::flock(&dir, FlockOperation::NonBlockingLockShared) {
         Ok(()) => false,
         // Taken (`EWOULDBLOCK`), or no `flock` here to tell.
         Err(_) => true,
     }
 }
+
+/// Stagings whose grace ran out with one of this process's waiters (their
+/// directory's dev, ino and ctime): no later acquisition of this process
+/// waits for them again. Bounded: past [`PASSED_OVER_MAX`] it starts over.
+static PASSED_OVER: Mutex<BTreeSet<(u64, u64, i128)>> = Mutex::new(BTreeSet::new());
+const PASSED_OVER_MAX: usize = 1024;
+
+fn passed_over(stat: &Stat) -> bool {
+    PASSED_OVER
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains(&(fsx::dev_of(stat), fsx::ino_of(stat), fsx::ctime_ns(stat)))
+}
+
+/// Whether the staging `name` is one of this process's (its name's pid):
+/// this process's waiters are ordered by its in-process queue, and one
+/// staged behind its queue's head cannot publish before it.
+fn of_this_process(name: &OsStr) -> bool {
+    #[cfg(test)]
+    if OURS_ARE_OTHERS.with(std::cell::Cell::get) {
+        return false;
+    }
+    debris::classify_name(name)
+        .and_then(|(_, _, pid)| pid)
+        .is_some_and(|pid| pid == crate::sys::unique::own_pid())
+}
+
+// The initializer is `const`; clippy 1.96 still asks for it when linting
+// the Windows target (the macro's expansion differs there).
+#[cfg(test)]
+#[allow(clippy::missing_const_for_thread_local)]
+mod test_seam {
+    thread_local! {
+        /// Unit tests stage "other processes'" waiters in this process: on
+        /// this thread, this process's stagings count as others'.
+        pub static OURS_ARE_OTHERS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+}
+#[cfg(test)]
+pub use test_seam::OURS_ARE_OTHERS;
 
 impl Elders {
     /// The stagings of `lock_name` beside `staged` that stand before it,
@@ -121,12 +185,13 @@ impl Elders {
             let ours = (own, staged.name());
             let mut found: Vec<Elder> = names
                 .into_iter()
-                .filter(|name| name.as_os_str() != staged.name())
+                .filter(|name| name.as_os_str() != staged.name() && !of_this_process(name))
                 .filter_map(|name| {
                     let stat = fsx::stat_nofollow(parent, &name).ok()?;
                     let ctime_ns = fsx::ctime_ns(&stat);
                     let elder = fsx::kind_of(&stat) == FileType::Directory
                         && (ctime_ns, name.as_os_str()) < ours
+                        && !passed_over(&stat)
                         && is_held(parent, &name);
                     elder.then(|| {
                         let (dev, ino) = (fsx::dev_of(&stat), fsx::ino_of(&stat));
@@ -178,7 +243,7 @@ impl Elders {
             if !left.is_zero() {
                 return Some(left);
             }
-            self.forget_first();
+            self.pass_over_first();
         }
         None
     }
@@ -186,6 +251,20 @@ impl Elders {
     /// We let the first elder go first for `time`.
     pub fn gave(&mut self, time: Duration) {
         self.given += time;
+    }
+
+    /// The first elder's grace ran out with the name free: it loses its
+    /// turn with this waiter, and with every later acquisition of this
+    /// process.
+    fn pass_over_first(&mut self) {
+        if let Some(first) = self.elders.first() {
+            let mut passed = PASSED_OVER.lock().unwrap_or_else(|p| p.into_inner());
+            if passed.len() >= PASSED_OVER_MAX {
+                passed.clear();
+            }
+            passed.insert((first.dev, first.ino, first.ctime_ns));
+        }
+        self.forget_first();
     }
 
     fn forget_first(&mut self) {
@@ -212,6 +291,7 @@ mod tests {
     /// A staging of `lock` in `parent`, then a pause long enough for the
     /// next one's ctime to be later even at a coarse clock tick.
     fn stage(parent: BorrowedFd<'_>, lock: &str) -> Staged {
+        OURS_ARE_OTHERS.with(|ours| ours.set(true));
         let staged = Staged::new(parent, OsStr::new(lock), b"{}").unwrap();
         std::thread::sleep(Duration::from_millis(30));
         staged
@@ -253,6 +333,27 @@ mod tests {
         assert!(of_third.are_before(&third) && !of_third.are_before(&second));
         assert!(names(&Elders::before(&other, OsStr::new("g.lock"))).is_empty());
         drop((first, second, third, other));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn this_process_stagings_and_unwritten_ones_are_no_elders() {
+        let dir = tempdir("elders-ours");
+        let parent = open(&dir);
+        let first = stage(parent.as_fd(), "f.lock");
+        // A staging whose record is not written yet (its publisher may be
+        // between its `mkdir` and its `flock`): not probed, not an elder.
+        std::fs::create_dir(dir.join("f.lock.pending.1.unwritten")).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        let ours = stage(parent.as_fd(), "f.lock");
+        assert_eq!(
+            names(&Elders::before(&ours, OsStr::new("f.lock"))),
+            vec![first.name().to_os_string()]
+        );
+        // Seen as this process's (as they are): its queue orders them.
+        OURS_ARE_OTHERS.with(|ours| ours.set(false));
+        assert!(names(&Elders::before(&ours, OsStr::new("f.lock"))).is_empty());
+        drop((first, ours));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -420,8 +420,14 @@ pub fn sleep(
         let _ = register(queue, &[read(fd, EventFlags::DELETE)]);
     }
     wake.drain();
-    if let Some(watch) = watch {
-        let _ = watch.relevant_events();
+    // A name event that came after the wait timed out is read here: it is
+    // not thrown away (a synchronous waiter sleeps again after a timed-out
+    // slice, and would miss the release until its next look).
+    if let Some(watch) = watch
+        && watch.relevant_events()
+        && woken == Woken::Timeout
+    {
+        return Woken::NameChanged;
     }
     woken
 }

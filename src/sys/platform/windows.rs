@@ -823,8 +823,12 @@ pub fn sleep(
     wake.drain();
     if let (Some(watch), Some(changes)) = (watch, changes.as_deref_mut()) {
         // Consume what has arrived, as the other platforms do: the caller
-        // looks now, so those changes are seen by that look.
-        let _ = watch.relevant_in(changes);
+        // looks now, so those changes are seen by that look. One about the
+        // name that came after the wait timed out is said so (a synchronous
+        // waiter sleeps again after a timed-out slice).
+        if watch.relevant_in(changes) && woken == Woken::Timeout {
+            return Woken::NameChanged;
+        }
     }
     woken
 }

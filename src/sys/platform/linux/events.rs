@@ -162,10 +162,15 @@ pub fn sleep(
     if signalled {
         wake.drain();
     }
+    // A name event that came after the poll timed out is read here: it is
+    // not thrown away (a synchronous waiter sleeps again after a timed-out
+    // slice, and would miss the release until its next look).
     if woken != Woken::NameChanged
         && let Some(watch) = watch
+        && watch.relevant_events()
+        && woken == Woken::Timeout
     {
-        let _ = watch.relevant_events();
+        return Woken::NameChanged;
     }
     woken
 }
