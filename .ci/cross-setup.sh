@@ -60,12 +60,20 @@ for tool in cargo rustc cargo-clippy clippy-driver; do
   ln -sfn "/usr/bin/$tool" "$XPLAT_DIR/bin/$tool"
 done
 # rustc strips Apple binaries (`strip = "symbols"`) with `rust-objcopy`, which Debian's
-# rustc-web does not ship; it looks for it on PATH. rustup's copy (the same tool) if there is
-# one, else LLVM's own objcopy.
+# rustc-web does not ship; it looks for it on PATH. rustup's copy (the same tool), run with
+# its toolchain's libLLVM (a symlink would look for it beside the link), else LLVM's objcopy.
 objcopy=$(ls -d "$HOME"/.rustup/toolchains/*-x86_64-unknown-linux-gnu/lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-objcopy 2>/dev/null | head -n 1 || true)
-if [ -z "$objcopy" ] && command -v llvm-objcopy >/dev/null 2>&1; then objcopy=$(command -v llvm-objcopy); fi
-[ -n "$objcopy" ] || die "no rust-objcopy (rustup) nor llvm-objcopy to strip the macOS binaries with"
-ln -sfn "$objcopy" "$XPLAT_DIR/bin/rust-objcopy"
+rm -f "$XPLAT_DIR/bin/rust-objcopy"
+if [ -n "$objcopy" ]; then
+  toolchain_lib=$(cd "$(dirname "$objcopy")/../../.." && pwd)
+  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' "$toolchain_lib" "$objcopy" > "$XPLAT_DIR/bin/rust-objcopy"
+  chmod +x "$XPLAT_DIR/bin/rust-objcopy"
+elif command -v llvm-objcopy >/dev/null 2>&1; then
+  ln -sfn "$(command -v llvm-objcopy)" "$XPLAT_DIR/bin/rust-objcopy"
+else
+  die "no rust-objcopy (rustup) nor llvm-objcopy to strip the macOS binaries with"
+fi
+"$XPLAT_DIR/bin/rust-objcopy" --version >/dev/null || die "rust-objcopy does not run"
 
 # --- 4. env.sh --------------------------------------------------------------------------
 cat > "$XPLAT_DIR/env.sh.new" <<EOF
