@@ -114,6 +114,19 @@ describe("inlineFastPath", () => {
   });
 });
 
+  it("an acquisition has left this process's queue when its caller hears: released at once, the lock is free to one that will not wait", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    // The first acquisition in a directory runs on a thread of its own; that
+    // thread, preempted right after answering (as on a loaded machine), must
+    // not still stand ahead in the queue.
+    injectDelayForTesting("acquire.answered", 300, "state.json.lock", 1);
+    const release = await acquireLock(file);
+    await release();
+    const again = await acquireLock(file, { retries: 0 });
+    await again();
+    expect(exists(lockPathOf(file))).toBe(false);
+  });
+
 describe("a waiter's staged record", () => {
   it("is staged while waiting and becomes the lock with a fresh timestamp", async () => {
     const file = path.join(makeRoot(), "state.json");

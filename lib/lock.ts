@@ -50,7 +50,8 @@ export function injectFaultForTesting(step: string, code: string, times?: number
  * Makes a native step (`attempt`, `release`, `parent.created`,
  * `publish.unwritten`: a staging directory made but its record not yet
  * written, `release.detached`: the lock name freed by a release, its
- * directory not yet removed) stall for `ms` milliseconds on lock or directory names
+ * directory not yet removed, `acquire.answered`: the thread of an
+ * acquisition that waited, after it answered its caller) stall for `ms` milliseconds on lock or directory names
  * containing `only`, `times` times or always (tests only): a slow
  * filesystem, or a window for a race. One step is a length of time, not a
  * stall: `acquire.elder_grace`, how long a waiter woken by the free name

@@ -695,31 +695,20 @@ fn contend(
             return Contended::Settled;
         }
         if attempts.options.cancel.is_cancelled() {
-            attempts.staged = None;
-            answer.settle(Err(attempts.progress.aborted()));
-            return Contended::Settled;
+            let aborted = attempts.progress.aborted();
+            return attempts.finish(answer, Err(aborted));
         }
         attempts.progress.count_attempt();
         crate::debug!("attempt on {}", attempts.lock_path.display());
         if let Err(error) = attempts.run_hook() {
-            attempts.staged = None;
-            answer.settle(Err(error));
-            return Contended::Settled;
+            return attempts.finish(answer, Err(error));
         }
         let (holder, exit) = match attempts.attempt() {
-            Err(error) => {
-                attempts.staged = None;
-                answer.settle(Err(error));
-                return Contended::Settled;
-            }
+            Err(error) => return attempts.finish(answer, Err(error)),
             Ok(Step::Won(claim)) => {
                 crate::sys::trace::stamp("waiter: published");
                 crate::debug!("acquired {}", attempts.lock_path.display());
-                // Nothing of this acquisition stays on disk once the caller
-                // has the lock: a staging it did not use goes first.
-                attempts.staged = None;
-                answer.settle(Ok(claim));
-                return Contended::Settled;
+                return attempts.finish(answer, Ok(claim));
             }
             Ok(Step::NotHead) => {
                 // Queued behind another caller of this process: it waits
@@ -748,8 +737,7 @@ fn contend(
         }
         let remaining = attempts.deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
-            attempts.settle_spent_budget(answer);
-            return Contended::Settled;
+            return attempts.settle_spent_budget(answer);
         }
         let delay = fallback_sleep(attempts.options.retry_delay).min(remaining);
         crate::debug!(
@@ -773,9 +761,8 @@ fn contend(
                 "giving up on {}: the calling thread is being torn down",
                 attempts.lock_path.display()
             );
-            attempts.staged = None;
-            answer.settle(Err(attempts.progress.aborted()));
-            return Contended::Settled;
+            let aborted = attempts.progress.aborted();
+            return attempts.finish(answer, Err(aborted));
         };
         crate::sys::trace::stamp("waiter: woken");
         attempts.holder_exited = woken == wait::Woken::HolderExited;
@@ -1046,13 +1033,29 @@ impl Attempts {
     }
 
     /// Settles a spent budget: the holder as last seen (looked at now if
-    /// none was), with the staged record removed first.
-    fn settle_spent_budget(&mut self, answer: &dyn Answer) {
+    /// none was).
+    fn settle_spent_budget(&mut self, answer: &dyn Answer) -> Contended {
         if self.progress.last_holder().is_none() {
             self.progress.saw(Some(self.holder_now_by_path()));
         }
+        let spent = self.progress.budget_spent(&self.lock_path);
+        self.finish(answer, Err(spent))
+    }
+
+    /// Ends the acquisition with `outcome`. Nothing of it is left when its
+    /// caller hears: a staging it did not use is removed, and it has left
+    /// this process's queue (the next in line is woken). Else a caller that
+    /// runs on at once (its release, a next acquisition that will not
+    /// wait) could find its own finished acquisition still ahead in the
+    /// queue, while this thread, preempted on a loaded machine, has not yet
+    /// dropped it: `ELOCKED` "free at the last look" on a free lock.
+    fn finish(&mut self, answer: &dyn Answer, outcome: Result<Claim, AcquireError>) -> Contended {
         self.staged = None;
-        answer.settle(Err(self.progress.budget_spent(&self.lock_path)));
+        self.place = None;
+        self.arrival = None;
+        answer.settle(outcome);
+        crate::sys::faults::pause("acquire.answered", &self.lock_name);
+        Contended::Settled
     }
 
     /// One whole attempt (see the module docs); on a blocking thread. What

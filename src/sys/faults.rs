@@ -25,7 +25,8 @@ pub const STEPS: &[&str] = &[
 /// creating a missing parent directory and opening it, the moment a
 /// staging directory is made and held but its record not yet written, and
 /// the moment a release has freed the lock name (its directory detached,
-/// not yet removed). And one that is a length of time rather than a stall:
+/// not yet removed), and the moment after an acquisition answered its
+/// caller (its thread preempted before it returns). And one that is a length of time rather than a stall:
 /// `acquire.elder_grace`, how long a waiter woken by the free name lets
 /// the waiters staged before it take the lock ([`armed_duration`]).
 pub const DELAY_STEPS: &[&str] = &[
@@ -34,6 +35,7 @@ pub const DELAY_STEPS: &[&str] = &[
     "parent.created",
     "publish.unwritten",
     "release.detached",
+    "acquire.answered",
     "acquire.elder_grace",
 ];
 
