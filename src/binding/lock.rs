@@ -305,7 +305,7 @@ pub fn acquire_lock_native<'env>(
     on_contended: Option<ContendedFunction>,
 ) -> Result<Object<'env>> {
     let sequence = crate::lock::table::next_id();
-    let arrival = acquire::arrive(Path::new(&request.file_path));
+    let arrival = acquire::arrive(Path::new(&request.file_path), sequence);
     let scope = scope_of(env)?;
     let handover = scope.take_handed(&request.file_path);
     let token = request.cancel_token;

@@ -170,14 +170,14 @@ const MAX_IMMEDIATE_RETRIES: u32 = 16;
 /// Counts an acquisition of `file_path`'s lock as arriving (see
 /// [`table::Arrival`]) from the moment its caller asked: taken on the
 /// caller's thread, before anything touches the disk.
-pub fn arrive(file_path: &Path) -> table::Arrival {
+pub fn arrive(file_path: &Path, sequence: u64) -> table::Arrival {
     let lock_path = lock_path_of(file_path);
     // A path without a final name fails its first attempt; it arrives
     // under the whole path, which no other lock name can equal.
     let name = fsx::split_final(&lock_path)
         .map(|(_, name)| name)
         .unwrap_or_else(|_| lock_path.into_os_string());
-    table::arrive(&name)
+    table::arrive(&name, sequence)
 }
 
 /// `<file>.lock`.

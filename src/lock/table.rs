@@ -103,7 +103,7 @@ struct Table {
     generations: HashMap<u64, Entry>,
     queues: HashMap<LockKey, VecDeque<(u64, Arc<Wake>)>>,
     /// Acquisitions on their way to a queue, by lock name (see [`Arrival`]).
-    arriving: HashMap<OsString, usize>,
+    arriving: HashMap<OsString, Vec<u64>>,
 }
 
 fn table() -> MutexGuard<'static, Table> {
@@ -129,28 +129,48 @@ pub fn next_id() -> u64 {
 /// name one lock only if their final names are equal (the key is the
 /// parent's identity plus that name). So while it arrives, no acquisition
 /// of a lock with that name may go ahead of the queues on the calling
-/// thread — it could be for the same lock, and it asked first — and an
-/// acquisition of any other name is not held up by it.
+/// thread, nor become the head of a queue if it asked later — it could be
+/// for the same lock, and it asked first — and an acquisition of any other
+/// name is not held up by it.
 pub struct Arrival {
     name: OsString,
+    sequence: u64,
 }
 
-/// Counts an acquisition of the lock named `name` as arriving until the
-/// returned value is dropped.
-pub fn arrive(name: &OsStr) -> Arrival {
-    *table().arriving.entry(name.to_os_string()).or_default() += 1;
+/// Counts the acquisition `sequence` of the lock named `name` as arriving
+/// until the returned value is dropped.
+pub fn arrive(name: &OsStr, sequence: u64) -> Arrival {
+    table()
+        .arriving
+        .entry(name.to_os_string())
+        .or_default()
+        .push(sequence);
     Arrival {
         name: name.to_os_string(),
+        sequence,
     }
 }
 
 impl Drop for Arrival {
     fn drop(&mut self) {
         let mut table = table();
-        if let Some(count) = table.arriving.get_mut(&self.name) {
-            *count -= 1;
-            if *count == 0 {
+        if let Some(sequences) = table.arriving.get_mut(&self.name) {
+            if let Some(at) = sequences.iter().position(|s| *s == self.sequence) {
+                sequences.swap_remove(at);
+            }
+            if sequences.is_empty() {
                 table.arriving.remove(&self.name);
+            }
+        }
+        // A head that asked after this acquisition let it go first (see
+        // [`is_head`]): it may go on now. (Its own queue's head, when it
+        // has just joined, is this acquisition itself: not woken.)
+        for (key, queue) in &table.queues {
+            if key.name == self.name
+                && let Some((head, wake)) = queue.front()
+                && *head > self.sequence
+            {
+                wake.signal();
             }
         }
     }
@@ -269,13 +289,22 @@ pub fn enqueue(key: LockKey, sequence: u64, wake: Arc<Wake>) -> Ticket {
     Ticket { key, id: sequence }
 }
 
-/// Whether the ticket is at the head of its queue (and may contend on disk).
+/// Whether the ticket is at the head of its queue (and may contend on
+/// disk): first in it, and no acquisition of a lock of its name that asked
+/// before it is still on its way to a queue (which could be this one: see
+/// [`Arrival`]; it wakes this head when it gets there).
 pub fn is_head(ticket: &Ticket) -> bool {
-    table()
+    let table = table();
+    let first = table
         .queues
         .get(&ticket.key)
         .and_then(|queue| queue.front())
-        .is_some_and(|(id, _)| *id == ticket.id)
+        .is_some_and(|(id, _)| *id == ticket.id);
+    first
+        && !table
+            .arriving
+            .get(&ticket.key.name)
+            .is_some_and(|sequences| sequences.iter().any(|s| *s < ticket.id))
 }
 
 /// Leaves the queue; if the ticket was the head, the next waiter is woken.
@@ -320,7 +349,7 @@ mod tests {
     #[test]
     fn nobody_goes_ahead_while_an_acquisition_of_that_name_is_arriving_or_queued() {
         let key = test_key();
-        let arriving = arrive(&key.name);
+        let arriving = arrive(&key.name, next_id());
         assert!(
             !nobody_waits_for(&key),
             "an arriving acquisition of this name may be for this key"
@@ -336,8 +365,8 @@ mod tests {
     fn an_arrival_for_another_name_holds_nobody_up() {
         let key = test_key();
         let other = OsString::from(format!("other-{}.lock", next_id()));
-        let arriving = arrive(&other);
-        let twice = arrive(&other);
+        let arriving = arrive(&other, next_id());
+        let twice = arrive(&other, next_id());
         assert!(
             nobody_waits_for(&key),
             "another lock name can never be the same lock"
@@ -349,6 +378,33 @@ mod tests {
         );
         drop(twice);
         assert!(!table().arriving.contains_key(&other));
+    }
+
+    #[test]
+    fn a_queued_acquisition_is_no_head_while_one_that_asked_before_it_arrives() {
+        let key = test_key();
+        let (first, second) = (next_id(), next_id());
+        let arriving = arrive(&key.name, first);
+        let wake = Wake::new();
+        let later = enqueue(key.clone(), second, wake.clone());
+        assert!(!is_head(&later), "the earlier caller may be for this lock");
+        drop(arriving);
+        assert!(is_head(&later), "it went elsewhere (or ended)");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(1), wake.notified())
+                .await
+                .expect("the waiting head is woken when the arrival ends");
+        });
+        // An arrival that asked after the head holds it up no more than
+        // any newcomer does.
+        let newer = arrive(&key.name, next_id());
+        assert!(is_head(&later));
+        drop(newer);
+        dequeue(&later);
     }
 
     #[test]
