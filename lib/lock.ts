@@ -136,21 +136,28 @@ interface Thrown {
  * first. A budget spent on a holder it was never told about tells it now;
  * a throw wins over any outcome (a lock won meanwhile is given back).
  */
-async function settleContended(
+function settleContended(
   result: Binding.AcquireResult,
   contended: ((holder: Binding.HolderInfo) => void) | undefined,
   thrown: Thrown,
   inline: boolean,
-): Promise<void> {
+): Promise<never> | undefined {
   if (contended && !thrown.contendedCalled && result.failure?.code === "ELOCKED" && result.failure.holder) {
     contended(result.failure.holder);
   }
   thrown.settled = true;
-  if (thrown.contended === undefined) return;
+  // Nothing thrown (the common case): no promise, so a lock that was waited
+  // for reaches its caller without one more turn of the microtask queue.
+  if (thrown.contended === undefined) return undefined;
+  return giveBackAndThrow(result, thrown.contended, inline);
+}
+
+/** A lock won while `onContended` threw goes back; then the throw is the outcome. */
+async function giveBackAndThrow(result: Binding.AcquireResult, error: unknown, inline: boolean): Promise<never> {
   if (result.lock) {
     await releaseGeneration(result.lock.generation, result.lock.lockPath, inline).catch(() => {});
   }
-  throw thrown.contended;
+  throw error;
 }
 
 /** The test hook as the native core calls it; remembers what it threw. */
@@ -179,21 +186,54 @@ function disposeKeys(own: symbol | undefined, name: string): readonly symbol[] {
   return [...new Set(keys.filter((key): key is symbol => typeof key === "symbol"))];
 }
 
+/** The loss watch of each release function (see {@link equipRelease}). */
+const LISTENERS = new WeakMap<object, LossListeners>();
+
+/**
+ * What every release function inherits, for one set of dispose keys: its
+ * `signal`, and each dispose key naming the function itself. Shared, so a
+ * release is equipped with two cheap steps instead of a property definition
+ * per key: on a hand-off, the first thing JavaScript does with a lock that
+ * was waited for, after the process slept, was that (about 25 µs of a cold
+ * hand-off against 11: `bench/RESULTS.md`).
+ */
+function releasePrototype(keys: readonly symbol[]): object {
+  const proto = Object.create(Function.prototype, {
+    signal: {
+      get(this: object) {
+        return LISTENERS.get(this)!.signal;
+      },
+      enumerable: true,
+    },
+  });
+  for (const key of keys) {
+    Object.defineProperty(proto, key, {
+      get(this: object) {
+        return this;
+      },
+    });
+  }
+  return proto;
+}
+
 const ASYNC_DISPOSE_KEYS = disposeKeys(Symbol.asyncDispose, "asyncDispose");
 const DISPOSE_KEYS = disposeKeys(Symbol.dispose, "dispose");
+const ASYNC_RELEASE = releasePrototype(ASYNC_DISPOSE_KEYS);
+const SYNC_RELEASE = releasePrototype(DISPOSE_KEYS);
 
 /**
  * Gives a release function what every release carries: its `signal` (the
  * loss watch `listeners`, which watches nothing until read) and its
- * dispose keys. The function itself must stop `listeners` first.
+ * dispose keys (`prototype`: {@link ASYNC_RELEASE} or {@link SYNC_RELEASE}).
+ * The function itself must stop `listeners` first.
  */
 function equipRelease<R extends () => unknown>(
   release: R,
   listeners: LossListeners,
-  keys: readonly symbol[],
+  prototype: object,
 ): R & { readonly signal: AbortSignal } {
-  Object.defineProperty(release, "signal", { get: () => listeners.signal, enumerable: true });
-  for (const key of keys) (release as unknown as Record<symbol, unknown>)[key] = release;
+  Object.setPrototypeOf(release, prototype);
+  LISTENERS.set(release, listeners);
   return release as R & { readonly signal: AbortSignal };
 }
 
@@ -284,7 +324,7 @@ function makeRelease(
     });
     return inflight;
   };
-  return equipRelease(release, listeners, ASYNC_DISPOSE_KEYS) as LockRelease;
+  return equipRelease(release, listeners, ASYNC_RELEASE) as LockRelease;
 }
 
 /** Releases: a first attempt on this thread when `inline`, the retries off it. */
@@ -455,7 +495,8 @@ async function waitForLock(
   const contended = contendedFor(options, wiring.token, thrown);
   try {
     const result = await native.acquireLockNative({ ...request, cancelToken: wiring.token }, hookFor(thrown), contended);
-    await settleContended(result, contended, thrown, options.inlineFastPath);
+    const contendedThrew = settleContended(result, contended, thrown, options.inlineFastPath);
+    if (contendedThrew) await contendedThrew;
     return result;
   } finally {
     wiring.unwire();
@@ -566,7 +607,7 @@ function acquireSync(
       if (failure) throw releaseErrorFromFailure(failure, lockPath);
     },
     listeners,
-    DISPOSE_KEYS,
+    SYNC_RELEASE,
   ) as LockReleaseSync;
   if (resolved.onAcquired) {
     try {
