@@ -11,7 +11,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { acquireLock, withFileLock } from "../lib/index.ts";
+import { acquireLock, tryAcquireLock, withFileLock } from "../lib/index.ts";
 import { injectDelayForTesting } from "../lib/testing.ts";
 import { cleanup, exists, lockPathOf, makeRoot, patient, rejectionOf, sleep, waitUntil } from "./helpers.ts";
 
@@ -127,6 +127,30 @@ describe("inlineFastPath", () => {
       await Promise.all(["A", "B", "C"].map((name) => withFileLock(file, () => void order.push(name), options)));
       expect(order, `round ${round}`).toEqual(["A", "B", "C"]);
     }
+  });
+
+  it("an earlier caller of the same lock name stuck on its way (a slow mount) holds up a lock elsewhere only a moment", async () => {
+    const root = makeRoot();
+    const stuckFile = path.join(root, "slow-mount", "state.json");
+    const otherFile = path.join(root, "elsewhere", "state.json");
+    fs.mkdirSync(path.dirname(otherFile));
+    // The first attempt that creates the missing parent stalls 3 s there,
+    // before it knows which lock it is for.
+    injectDelayForTesting("parent.created", 3000, "slow-mount", 1);
+    let stuckAcquired = false;
+    const stuck = acquireLock(stuckFile).then((release) => {
+      stuckAcquired = true;
+      return release;
+    });
+    // Same lock name, another directory; it will not wait at all. It gets
+    // its lock while the earlier caller is still stuck (held up for the
+    // arrival's grace, 50 ms, not the stall's 3 s), and is not failed for
+    // having let it go first.
+    const other = await tryAcquireLock(otherFile, { inlineFastPath: false });
+    expect(other).toBeTypeOf("function");
+    expect(stuckAcquired).toBe(false);
+    await other!();
+    await (await stuck)();
   });
 
   it("an acquisition has left this process's queue when its caller hears: released at once, the lock is free to one that will not wait", async () => {

@@ -335,6 +335,10 @@ struct Attempts {
     place: Option<QueuePlace>,
     /// Held until this acquisition has a place in its queue.
     arrival: Option<table::Arrival>,
+    /// First in its queue but letting an acquisition that asked before it
+    /// reach its queue first, until this instant at most (see
+    /// [`table::Turn::AfterArrival`]).
+    after_arrival: Option<Instant>,
     watch: Option<Watch>,
     /// The waiters of other processes whose records were staged before
     /// ours (see [`elders`]).
@@ -554,6 +558,15 @@ impl Guard {
                     self.answer.settle(Err(self.internal_error()));
                     return;
                 }
+            }
+            // First in its queue, letting an earlier caller of this lock's
+            // name reach its queue first: a moment, whatever the budget (an
+            // acquisition that will not wait is not failed for it), woken
+            // as soon as that caller gets there.
+            if let Some(until) = attempts.after_arrival.take() {
+                let pause = until.saturating_duration_since(Instant::now());
+                wait::until_signalled(&self.wake, &self.options.cancel, pause).await;
+                continue;
             }
             // Another acquisition in this process is ahead: wait for the
             // hand-over without touching the disk.
@@ -1005,6 +1018,7 @@ impl Attempts {
             progress: Arc::default(),
             place: None,
             arrival: None,
+            after_arrival: None,
             watch: None,
             elders: None,
             waited: false,
@@ -1090,8 +1104,13 @@ impl Attempts {
         }
         debris::reap_once(parent.as_fd(), &key.parent, &self.options.policy);
         self.join_queue(&key);
-        if !table::is_head(&self.place.as_ref().expect("joined").0) {
-            return Ok(Step::NotHead);
+        match table::turn(&self.place.as_ref().expect("joined").0) {
+            table::Turn::Head => {}
+            table::Turn::Behind => return Ok(Step::NotHead),
+            table::Turn::AfterArrival(until) => {
+                self.after_arrival = Some(until);
+                return Ok(Step::NotHead);
+            }
         }
         release::retry_pending(&key);
         let record = self.record();

@@ -11,6 +11,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
 use crate::sys::os::fd::BorrowedFd;
 use crate::sys::os::io::Errno;
@@ -103,7 +104,7 @@ struct Table {
     generations: HashMap<u64, Entry>,
     queues: HashMap<LockKey, VecDeque<(u64, Arc<Wake>)>>,
     /// Acquisitions on their way to a queue, by lock name (see [`Arrival`]).
-    arriving: HashMap<OsString, Vec<u64>>,
+    arriving: HashMap<OsString, Vec<(u64, Instant)>>,
 }
 
 fn table() -> MutexGuard<'static, Table> {
@@ -130,12 +131,18 @@ pub fn next_id() -> u64 {
 /// parent's identity plus that name). So while it arrives, no acquisition
 /// of a lock with that name may go ahead of the queues on the calling
 /// thread, nor become the head of a queue if it asked later — it could be
-/// for the same lock, and it asked first — and an acquisition of any other
-/// name is not held up by it.
+/// for the same lock, and it asked first — for at most [`ARRIVAL_GRACE`]
+/// (a first attempt stuck on a dead mount holds up the same name in other
+/// directories no longer than that); an acquisition of any other name is
+/// not held up by it.
 pub struct Arrival {
     name: OsString,
     sequence: u64,
 }
+
+/// How long an arrival is let go first (see [`Arrival`]). On a local
+/// filesystem an arrival reaches its queue within a millisecond.
+pub const ARRIVAL_GRACE: Duration = Duration::from_millis(50);
 
 /// Counts the acquisition `sequence` of the lock named `name` as arriving
 /// until the returned value is dropped.
@@ -144,7 +151,7 @@ pub fn arrive(name: &OsStr, sequence: u64) -> Arrival {
         .arriving
         .entry(name.to_os_string())
         .or_default()
-        .push(sequence);
+        .push((sequence, Instant::now()));
     Arrival {
         name: name.to_os_string(),
         sequence,
@@ -155,7 +162,7 @@ impl Drop for Arrival {
     fn drop(&mut self) {
         let mut table = table();
         if let Some(sequences) = table.arriving.get_mut(&self.name) {
-            if let Some(at) = sequences.iter().position(|s| *s == self.sequence) {
+            if let Some(at) = sequences.iter().position(|(s, _)| *s == self.sequence) {
                 sequences.swap_remove(at);
             }
             if sequences.is_empty() {
@@ -289,22 +296,45 @@ pub fn enqueue(key: LockKey, sequence: u64, wake: Arc<Wake>) -> Ticket {
     Ticket { key, id: sequence }
 }
 
-/// Whether the ticket is at the head of its queue (and may contend on
-/// disk): first in it, and no acquisition of a lock of its name that asked
-/// before it is still on its way to a queue (which could be this one: see
-/// [`Arrival`]; it wakes this head when it gets there).
-pub fn is_head(ticket: &Ticket) -> bool {
+/// Where a ticket stands in its queue.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// First in its queue: it may contend on disk.
+    Head,
+    /// Behind another acquisition of its queue: it is woken when that one
+    /// leaves.
+    Behind,
+    /// First in its queue, but an acquisition of a lock of its name that
+    /// asked before it is still on its way to a queue (it could be this
+    /// one, see [`Arrival`]): woken when that one gets there, or look
+    /// again at this instant, when its grace ends.
+    AfterArrival(Instant),
+}
+
+/// Where the ticket stands in its queue (see [`Turn`]).
+pub fn turn(ticket: &Ticket) -> Turn {
     let table = table();
     let first = table
         .queues
         .get(&ticket.key)
         .and_then(|queue| queue.front())
         .is_some_and(|(id, _)| *id == ticket.id);
-    first
-        && !table
-            .arriving
-            .get(&ticket.key.name)
-            .is_some_and(|sequences| sequences.iter().any(|s| *s < ticket.id))
+    if !first {
+        return Turn::Behind;
+    }
+    let now = Instant::now();
+    table
+        .arriving
+        .get(&ticket.key.name)
+        .and_then(|arrivals| {
+            arrivals
+                .iter()
+                .filter(|(sequence, _)| *sequence < ticket.id)
+                .map(|(_, since)| *since + ARRIVAL_GRACE)
+                .filter(|until| *until > now)
+                .max()
+        })
+        .map_or(Turn::Head, Turn::AfterArrival)
 }
 
 /// Leaves the queue; if the ticket was the head, the next waiter is woken.
@@ -387,9 +417,12 @@ mod tests {
         let arriving = arrive(&key.name, first);
         let wake = Wake::new();
         let later = enqueue(key.clone(), second, wake.clone());
-        assert!(!is_head(&later), "the earlier caller may be for this lock");
+        assert!(
+            matches!(turn(&later), Turn::AfterArrival(_)),
+            "the earlier caller may be for this lock"
+        );
         drop(arriving);
-        assert!(is_head(&later), "it went elsewhere (or ended)");
+        assert_eq!(turn(&later), Turn::Head, "it went elsewhere (or ended)");
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
@@ -402,8 +435,27 @@ mod tests {
         // An arrival that asked after the head holds it up no more than
         // any newcomer does.
         let newer = arrive(&key.name, next_id());
-        assert!(is_head(&later));
+        assert_eq!(turn(&later), Turn::Head);
         drop(newer);
+        dequeue(&later);
+    }
+
+    #[test]
+    fn an_arrival_stuck_past_its_grace_holds_nobody_up() {
+        let key = test_key();
+        let stuck = arrive(&key.name, next_id());
+        let later = enqueue(key.clone(), next_id(), Wake::new());
+        let Turn::AfterArrival(until) = turn(&later) else {
+            panic!("the arrival is let go first at first");
+        };
+        assert!(until <= Instant::now() + ARRIVAL_GRACE);
+        std::thread::sleep(ARRIVAL_GRACE + Duration::from_millis(5));
+        assert_eq!(
+            turn(&later),
+            Turn::Head,
+            "a stuck first attempt is passed over"
+        );
+        drop(stuck);
         dequeue(&later);
     }
 
@@ -415,12 +467,12 @@ mod tests {
         let third = enqueue(key.clone(), 30, Wake::new());
         let first = enqueue(key.clone(), 10, Wake::new());
         let second = enqueue(key.clone(), 20, second_wake.clone());
-        assert!(is_head(&first));
-        assert!(!is_head(&second));
+        assert_eq!(turn(&first), Turn::Head);
+        assert_eq!(turn(&second), Turn::Behind);
         // A waiter behind the head leaving does not disturb the order.
         dequeue(&third);
         dequeue(&first);
-        assert!(is_head(&second));
+        assert_eq!(turn(&second), Turn::Head);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
