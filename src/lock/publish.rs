@@ -418,6 +418,13 @@ fn stage(
     .map_err(PublishError::Os)?;
     hold_while_unwritten(dir.as_fd())?;
     crate::sys::faults::pause("publish.unwritten", staging);
+    // The directory's identity and mode, before the record is made in it:
+    // on a FUSE or network mount the attributes the `mkdirat` brought back
+    // are still cached then (creating a file in a directory drops them),
+    // so this `fstat` is no round trip to the server. (The publication
+    // compares only the inode; the directory's times change with the
+    // record, which nothing reads from this stat.)
+    let root_stat = with_mode(dir.as_fd(), DIR_MODE).map_err(PublishError::Os)?;
     let create = || {
         fs::openat(
             &dir,
@@ -437,7 +444,6 @@ fn stage(
     write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
     // The `flock` stays taken (see the module docs).
     let info_stat = with_mode(info.as_fd(), INFO_MODE).map_err(PublishError::Os)?;
-    let root_stat = with_mode(dir.as_fd(), DIR_MODE).map_err(PublishError::Os)?;
     let tree = TreeSnapshot::of_single_file(&root_stat, INFO_NAME, &info_stat, record);
     Ok((Published { root: dir, tree }, root_stat, info))
 }
