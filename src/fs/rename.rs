@@ -612,6 +612,36 @@ pub fn exclusive_rename_dir_at(
         != MutationState::NotCommitted
 }
 
+/// Renames the directory `src_name` to `dst_name`, a fresh name that
+/// nobody else makes and nobody can guess before this call makes it (a
+/// release's quarantine, [`crate::fs::tree::quarantine_name`]: this
+/// process's pid and an id drawn from its secret seed): the kernel's
+/// exclusive rename where it works, else a plain `renameat`. What a plain
+/// rename could replace is an empty directory at the destination, and
+/// nothing stands at such a name but what a rename of ours puts there; so
+/// the `mkdirat` claim of [`exclusive_rename_dir_at`] buys nothing here and
+/// costs three calls, two of them round trips to the server on a network
+/// mount (sshfs, NFS), where this path runs. `true` as soon as the rename
+/// may have happened: the caller checks what the name holds.
+pub fn rename_dir_to_fresh_at(
+    caps: &Caps,
+    dev: u64,
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+) -> bool {
+    if let Some(result) = kernel_no_replace(caps, dev, src_dir, src_name, dst_dir, dst_name) {
+        return result.is_ok();
+    }
+    let result = check_names(src_name, dst_name).and_then(|()| {
+        retry_interrupted(|| fs::renameat(src_dir, src_name, dst_dir, dst_name))
+            .map_err(refusal_from_errno)
+    });
+    outcome(Primitive::MkdiratRenameatNoreplace, result).mutation_state
+        != MutationState::NotCommitted
+}
+
 /// Swaps two names in one step (`renameat2(RENAME_EXCHANGE)`,
 /// `renameatx_np(RENAME_SWAP)`): neither name is ever free. `ENOSYS` under
 /// the portable mechanisms, `EINVAL`/`ENOTSUP`/`EXDEV` where the
@@ -1002,6 +1032,48 @@ mod tests {
                 Vec::<String>::new(),
                 "{label}: no claim left"
             );
+        }
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_release_detach_to_a_fresh_name_renames_with_the_flag_or_plainly_without_a_claim() {
+        use std::os::unix::fs::MetadataExt;
+        let root = tempdir("detach-fresh");
+        let dev = std::fs::metadata(&root).unwrap().dev();
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let detach = |caps: &Caps, src: &str, dst: &str| {
+            rename_dir_to_fresh_at(
+                caps,
+                dev,
+                parent.as_fd(),
+                OsStr::new(src),
+                parent.as_fd(),
+                OsStr::new(dst),
+            )
+        };
+        for (label, caps) in [("flag", Caps::new()), ("plain", Caps::new())] {
+            if label == "plain" {
+                // As on sshfs or NFS: the flag refused before on this device.
+                caps.learned(dev, Flag::NoReplace, false);
+            }
+            staged_dir(&root, "f.lock", b"ours");
+            assert!(detach(&caps, "f.lock", "f.lock.removing.1"), "{label}");
+            assert_eq!(
+                std::fs::read(root.join("f.lock.removing.1/info")).unwrap(),
+                b"ours"
+            );
+            // Nothing left at the old name, and no claim made anywhere.
+            assert_eq!(
+                listing(&root),
+                vec!["f.lock.removing.1".to_string()],
+                "{label}"
+            );
+            // Nothing to move: nothing moved, and it says so.
+            assert!(!detach(&caps, "f.lock", "f.lock.removing.2"), "{label}");
+            std::fs::remove_dir_all(root.join("f.lock.removing.1")).unwrap();
+            assert_eq!(listing(&root), Vec::<String>::new(), "{label}");
         }
         std::fs::remove_dir_all(root).unwrap();
     }

@@ -313,10 +313,12 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     }
     // Detach: from here a successor may take the lock name; it is never in
     // reach of what follows. (Where the filesystem refuses the exclusive
-    // flag, sshfs or NFS, the `mkdir` claim does it, as for a publication.)
+    // flag, sshfs or NFS, a plain rename does it: the quarantine name is
+    // fresh and unguessable. Moving back onto the lock name takes the
+    // `mkdir` claim, as a publication does.)
     let (caps, dev) = (caps::global(), published.root_dev);
     let move_back = || rename::exclusive_rename_dir_at(caps, dev, parent, &removing, parent, name);
-    if !rename::exclusive_rename_dir_at(caps, dev, parent, name, parent, &removing) {
+    if !rename::rename_dir_to_fresh_at(caps, dev, parent, name, parent, &removing) {
         return hand_over();
     }
     crate::sys::trace::stamp("release: the name freed");
