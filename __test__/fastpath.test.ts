@@ -129,6 +129,22 @@ describe("inlineFastPath", () => {
     }
   });
 
+  it("callers that ask one after the other are served in that order on a slow mount too (every attempt 60 ms)", async () => {
+    // Longer than the 50 ms an earlier caller is let go first: that time is
+    // counted from when a later caller finds itself waiting, so a slow
+    // first attempt still arrives first (counted from the earlier call, the
+    // order broke in about 1 round in 2).
+    injectDelayForTesting("attempt", 60, "state.json.lock");
+    const root = makeRoot();
+    const options = { inlineFastPath: false, ...patient };
+    for (let round = 0; round < 8; round++) {
+      const file = path.join(root, `r${round}`, "state.json");
+      const order: string[] = [];
+      await Promise.all(["A", "B", "C"].map((name) => withFileLock(file, () => void order.push(name), options)));
+      expect(order, `round ${round}`).toEqual(["A", "B", "C"]);
+    }
+  }, 30_000);
+
   it("an earlier caller of the same lock name stuck on its way (a slow mount) holds up a lock elsewhere only a moment", async () => {
     const root = makeRoot();
     const stuckFile = path.join(root, "slow-mount", "state.json");

@@ -200,8 +200,10 @@ const LISTENERS = new WeakMap<object, LossListeners>();
 function releasePrototype(keys: readonly symbol[]): object {
   const proto = Object.create(Function.prototype, {
     signal: {
+      // Read through anything but a release itself (a bound copy, a
+      // proxy), there is no watch to hand out: undefined, not a throw.
       get(this: object) {
-        return LISTENERS.get(this)!.signal;
+        return LISTENERS.get(this)?.signal;
       },
       enumerable: true,
     },

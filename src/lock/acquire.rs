@@ -336,9 +336,11 @@ struct Attempts {
     /// Held until this acquisition has a place in its queue.
     arrival: Option<table::Arrival>,
     /// First in its queue but letting an acquisition that asked before it
-    /// reach its queue first, until this instant at most (see
-    /// [`table::Turn::AfterArrival`]).
+    /// reach its queue first (see [`table::Turn::AfterArrival`]): until
+    /// this instant at most, which is [`table::ARRIVAL_GRACE`] after it
+    /// first found itself doing so (`arrival_patience`).
     after_arrival: Option<Instant>,
+    arrival_patience: Option<Instant>,
     watch: Option<Watch>,
     /// The waiters of other processes whose records were staged before
     /// ours (see [`elders`]).
@@ -1019,6 +1021,7 @@ impl Attempts {
             place: None,
             arrival: None,
             after_arrival: None,
+            arrival_patience: None,
             watch: None,
             elders: None,
             waited: false,
@@ -1107,9 +1110,16 @@ impl Attempts {
         match table::turn(&self.place.as_ref().expect("joined").0) {
             table::Turn::Head => {}
             table::Turn::Behind => return Ok(Step::NotHead),
-            table::Turn::AfterArrival(until) => {
-                self.after_arrival = Some(until);
-                return Ok(Step::NotHead);
+            table::Turn::AfterArrival => {
+                let until = *self
+                    .arrival_patience
+                    .get_or_insert_with(|| Instant::now() + table::ARRIVAL_GRACE);
+                // Past it, a first attempt that slow (stuck on a dead
+                // mount, maybe for another directory) is passed over.
+                if Instant::now() < until {
+                    self.after_arrival = Some(until);
+                    return Ok(Step::NotHead);
+                }
             }
         }
         release::retry_pending(&key);

@@ -11,7 +11,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::sys::os::fd::BorrowedFd;
 use crate::sys::os::io::Errno;
@@ -104,7 +104,7 @@ struct Table {
     generations: HashMap<u64, Entry>,
     queues: HashMap<LockKey, VecDeque<(u64, Arc<Wake>)>>,
     /// Acquisitions on their way to a queue, by lock name (see [`Arrival`]).
-    arriving: HashMap<OsString, Vec<(u64, Instant)>>,
+    arriving: HashMap<OsString, Vec<u64>>,
 }
 
 fn table() -> MutexGuard<'static, Table> {
@@ -132,16 +132,19 @@ pub fn next_id() -> u64 {
 /// of a lock with that name may go ahead of the queues on the calling
 /// thread, nor become the head of a queue if it asked later — it could be
 /// for the same lock, and it asked first — for at most [`ARRIVAL_GRACE`]
-/// (a first attempt stuck on a dead mount holds up the same name in other
-/// directories no longer than that); an acquisition of any other name is
-/// not held up by it.
+/// of the later one's time (a first attempt stuck on a dead mount holds up
+/// a queued acquisition of the same name in another directory no longer
+/// than that); an acquisition of any other name is not held up by it.
 pub struct Arrival {
     name: OsString,
     sequence: u64,
 }
 
-/// How long an arrival is let go first (see [`Arrival`]). On a local
-/// filesystem an arrival reaches its queue within a millisecond.
+/// How long a queued acquisition lets earlier arrivals go first (see
+/// [`Arrival`]), from the moment it first finds itself waiting for them.
+/// On a local filesystem an arrival reaches its queue within a
+/// millisecond; on a slow mount every first attempt is slow, the later
+/// one's too, so the earlier one still arrives first.
 pub const ARRIVAL_GRACE: Duration = Duration::from_millis(50);
 
 /// Counts the acquisition `sequence` of the lock named `name` as arriving
@@ -151,7 +154,7 @@ pub fn arrive(name: &OsStr, sequence: u64) -> Arrival {
         .arriving
         .entry(name.to_os_string())
         .or_default()
-        .push((sequence, Instant::now()));
+        .push(sequence);
     Arrival {
         name: name.to_os_string(),
         sequence,
@@ -162,7 +165,7 @@ impl Drop for Arrival {
     fn drop(&mut self) {
         let mut table = table();
         if let Some(sequences) = table.arriving.get_mut(&self.name) {
-            if let Some(at) = sequences.iter().position(|(s, _)| *s == self.sequence) {
+            if let Some(at) = sequences.iter().position(|s| *s == self.sequence) {
                 sequences.swap_remove(at);
             }
             if sequences.is_empty() {
@@ -306,9 +309,9 @@ pub enum Turn {
     Behind,
     /// First in its queue, but an acquisition of a lock of its name that
     /// asked before it is still on its way to a queue (it could be this
-    /// one, see [`Arrival`]): woken when that one gets there, or look
-    /// again at this instant, when its grace ends.
-    AfterArrival(Instant),
+    /// one, see [`Arrival`]): it is woken when that one gets there. The
+    /// caller bounds how long it lets it go first ([`ARRIVAL_GRACE`]).
+    AfterArrival,
 }
 
 /// Where the ticket stands in its queue (see [`Turn`]).
@@ -319,22 +322,19 @@ pub fn turn(ticket: &Ticket) -> Turn {
         .get(&ticket.key)
         .and_then(|queue| queue.front())
         .is_some_and(|(id, _)| *id == ticket.id);
+    let earlier_arrives = || {
+        table
+            .arriving
+            .get(&ticket.key.name)
+            .is_some_and(|sequences| sequences.iter().any(|s| *s < ticket.id))
+    };
     if !first {
-        return Turn::Behind;
+        Turn::Behind
+    } else if earlier_arrives() {
+        Turn::AfterArrival
+    } else {
+        Turn::Head
     }
-    let now = Instant::now();
-    table
-        .arriving
-        .get(&ticket.key.name)
-        .and_then(|arrivals| {
-            arrivals
-                .iter()
-                .filter(|(sequence, _)| *sequence < ticket.id)
-                .map(|(_, since)| *since + ARRIVAL_GRACE)
-                .filter(|until| *until > now)
-                .max()
-        })
-        .map_or(Turn::Head, Turn::AfterArrival)
 }
 
 /// Leaves the queue; if the ticket was the head, the next waiter is woken.
@@ -417,8 +417,9 @@ mod tests {
         let arriving = arrive(&key.name, first);
         let wake = Wake::new();
         let later = enqueue(key.clone(), second, wake.clone());
-        assert!(
-            matches!(turn(&later), Turn::AfterArrival(_)),
+        assert_eq!(
+            turn(&later),
+            Turn::AfterArrival,
             "the earlier caller may be for this lock"
         );
         drop(arriving);
@@ -437,25 +438,6 @@ mod tests {
         let newer = arrive(&key.name, next_id());
         assert_eq!(turn(&later), Turn::Head);
         drop(newer);
-        dequeue(&later);
-    }
-
-    #[test]
-    fn an_arrival_stuck_past_its_grace_holds_nobody_up() {
-        let key = test_key();
-        let stuck = arrive(&key.name, next_id());
-        let later = enqueue(key.clone(), next_id(), Wake::new());
-        let Turn::AfterArrival(until) = turn(&later) else {
-            panic!("the arrival is let go first at first");
-        };
-        assert!(until <= Instant::now() + ARRIVAL_GRACE);
-        std::thread::sleep(ARRIVAL_GRACE + Duration::from_millis(5));
-        assert_eq!(
-            turn(&later),
-            Turn::Head,
-            "a stuck first attempt is passed over"
-        );
-        drop(stuck);
         dequeue(&later);
     }
 
