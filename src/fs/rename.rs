@@ -993,87 +993,46 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn the_release_detach_renames_with_the_flag_or_the_claim_and_never_replaces() {
+    fn the_release_detaches_to_its_fresh_name_without_a_claim_and_moves_back_never_replacing() {
         use std::os::unix::fs::MetadataExt;
         let root = tempdir("detach");
         let dev = std::fs::metadata(&root).unwrap().dev();
         let parent = fsx::open_dir_nofollow(&root).unwrap();
-        let detach = |caps: &Caps, src: &str, dst: &str| {
-            exclusive_rename_dir_at(
-                caps,
-                dev,
-                parent.as_fd(),
-                OsStr::new(src),
-                parent.as_fd(),
-                OsStr::new(dst),
-            )
-        };
-        for (label, caps) in [("flag", Caps::new()), ("claim", Caps::new())] {
-            if label == "claim" {
+        let (at, name) = (parent.as_fd(), OsStr::new);
+        for (label, caps) in [("flag", Caps::new()), ("refused", Caps::new())] {
+            if label == "refused" {
                 // As on sshfs or NFS: the flag refused before on this device.
                 caps.learned(dev, Flag::NoReplace, false);
             }
             staged_dir(&root, "f.lock", b"ours");
-            assert!(detach(&caps, "f.lock", "f.lock.removing.1"), "{label}");
+            // The detach, to a fresh name: nothing left at the old name, and
+            // no claim made anywhere.
+            let detach =
+                |src, dst| rename_dir_to_fresh_at(&caps, dev, at, name(src), at, name(dst));
+            assert!(detach("f.lock", "f.lock.removing.1"), "{label}");
             assert_eq!(
                 std::fs::read(root.join("f.lock.removing.1/info")).unwrap(),
                 b"ours"
             );
-            // An occupied destination, even an empty directory, stays.
+            assert_eq!(listing(&root), vec!["f.lock.removing.1".to_string()]);
+            // Nothing to move: nothing moved, and it says so.
+            assert!(!detach("f.lock", "f.lock.removing.2"), "{label}");
+            // The move back, onto a name others make: an occupied
+            // destination, even an empty directory, stays.
+            let move_back =
+                |src, dst| exclusive_rename_dir_at(&caps, dev, at, name(src), at, name(dst));
             std::fs::create_dir(root.join("taken")).unwrap();
-            assert!(!detach(&caps, "f.lock.removing.1", "taken"), "{label}");
+            assert!(!move_back("f.lock.removing.1", "taken"), "{label}");
             assert_eq!(std::fs::read_dir(root.join("taken")).unwrap().count(), 0);
             assert!(root.join("f.lock.removing.1/info").exists());
-            assert_eq!(caps.counts().1, u64::from(label == "claim") * 2, "{label}");
-            std::fs::remove_dir_all(root.join("f.lock.removing.1")).unwrap();
             std::fs::remove_dir(root.join("taken")).unwrap();
+            assert!(move_back("f.lock.removing.1", "f.lock"), "{label}");
             assert_eq!(
                 listing(&root),
-                Vec::<String>::new(),
+                vec!["f.lock".to_string()],
                 "{label}: no claim left"
             );
-        }
-        std::fs::remove_dir_all(root).unwrap();
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn the_release_detach_to_a_fresh_name_renames_with_the_flag_or_plainly_without_a_claim() {
-        use std::os::unix::fs::MetadataExt;
-        let root = tempdir("detach-fresh");
-        let dev = std::fs::metadata(&root).unwrap().dev();
-        let parent = fsx::open_dir_nofollow(&root).unwrap();
-        let detach = |caps: &Caps, src: &str, dst: &str| {
-            rename_dir_to_fresh_at(
-                caps,
-                dev,
-                parent.as_fd(),
-                OsStr::new(src),
-                parent.as_fd(),
-                OsStr::new(dst),
-            )
-        };
-        for (label, caps) in [("flag", Caps::new()), ("plain", Caps::new())] {
-            if label == "plain" {
-                // As on sshfs or NFS: the flag refused before on this device.
-                caps.learned(dev, Flag::NoReplace, false);
-            }
-            staged_dir(&root, "f.lock", b"ours");
-            assert!(detach(&caps, "f.lock", "f.lock.removing.1"), "{label}");
-            assert_eq!(
-                std::fs::read(root.join("f.lock.removing.1/info")).unwrap(),
-                b"ours"
-            );
-            // Nothing left at the old name, and no claim made anywhere.
-            assert_eq!(
-                listing(&root),
-                vec!["f.lock.removing.1".to_string()],
-                "{label}"
-            );
-            // Nothing to move: nothing moved, and it says so.
-            assert!(!detach(&caps, "f.lock", "f.lock.removing.2"), "{label}");
-            std::fs::remove_dir_all(root.join("f.lock.removing.1")).unwrap();
-            assert_eq!(listing(&root), Vec::<String>::new(), "{label}");
+            std::fs::remove_dir_all(root.join("f.lock")).unwrap();
         }
         std::fs::remove_dir_all(root).unwrap();
     }
