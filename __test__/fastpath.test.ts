@@ -33,6 +33,22 @@ function stagedInFull(file: string): boolean {
   }
 }
 
+/**
+ * `rounds` rounds of three callers A, B, C asking for one lock back to back,
+ * their first attempts all off the thread (`inlineFastPath: false`, as on a
+ * network mount): each round must serve them in that order.
+ */
+async function expectServedInOrder(rounds: number): Promise<void> {
+  const root = makeRoot();
+  const options = { inlineFastPath: false, ...patient };
+  for (let round = 0; round < rounds; round++) {
+    const file = path.join(root, `r${round}`, "state.json");
+    const order: string[] = [];
+    await Promise.all(["A", "B", "C"].map((name) => withFileLock(file, () => void order.push(name), options)));
+    expect(order, `round ${round}`).toEqual(["A", "B", "C"]);
+  }
+}
+
 describe("inlineFastPath", () => {
   it("the first acquisition in a directory runs off the thread; later ones publish a free lock before acquireLock returns its promise", async () => {
     const file = path.join(makeRoot(), "state.json");
@@ -119,14 +135,7 @@ describe("inlineFastPath", () => {
     // first attempts race on threads of their own, and one that asked later
     // may open the parent first; it must still let the earlier ones go
     // first (before the fix: out of order in about 1 round in 6).
-    const root = makeRoot();
-    const options = { inlineFastPath: false, ...patient };
-    for (let round = 0; round < 20; round++) {
-      const file = path.join(root, `r${round}`, "state.json");
-      const order: string[] = [];
-      await Promise.all(["A", "B", "C"].map((name) => withFileLock(file, () => void order.push(name), options)));
-      expect(order, `round ${round}`).toEqual(["A", "B", "C"]);
-    }
+    await expectServedInOrder(20);
   });
 
   it("callers that ask one after the other are served in that order on a slow mount too (every attempt 60 ms)", async () => {
@@ -135,14 +144,7 @@ describe("inlineFastPath", () => {
     // first attempt still arrives first (counted from the earlier call, the
     // order broke in about 1 round in 2).
     injectDelayForTesting("attempt", 60, "state.json.lock");
-    const root = makeRoot();
-    const options = { inlineFastPath: false, ...patient };
-    for (let round = 0; round < 8; round++) {
-      const file = path.join(root, `r${round}`, "state.json");
-      const order: string[] = [];
-      await Promise.all(["A", "B", "C"].map((name) => withFileLock(file, () => void order.push(name), options)));
-      expect(order, `round ${round}`).toEqual(["A", "B", "C"]);
-    }
+    await expectServedInOrder(8);
   }, 30_000);
 
   it("an earlier caller of the same lock name stuck on its way (a slow mount) holds up a lock elsewhere only a moment", async () => {

@@ -587,8 +587,8 @@ pub fn exclusive_rename_at(
 /// kernel's exclusive rename where it works (or is not known to fail),
 /// else the `mkdirat` claim of [`rename_directory_no_replace_at`]. No pin
 /// and no check of the destination on the kernel's path: for a caller that
-/// verifies the name itself (the release's detach, which compares the
-/// detached directory with its root). `true` when renamed.
+/// verifies the name itself (the release's move back onto the lock name,
+/// which compares what it finds there with its root). `true` when renamed.
 pub fn exclusive_rename_dir_at(
     caps: &Caps,
     dev: u64,
@@ -597,19 +597,7 @@ pub fn exclusive_rename_dir_at(
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
 ) -> bool {
-    if let Some(result) = kernel_no_replace(caps, dev, src_dir, src_name, dst_dir, dst_name) {
-        return result.is_ok();
-    }
-    // "Renamed" as soon as the rename may have happened (the outcome is
-    // unknown): the caller's check of what the new name holds decides, and
-    // moves back what is not ours. So the source is neither pinned before
-    // nor compared after here: the caller looked at it just before, and
-    // looks at the destination just after (on a network mount, five round
-    // trips fewer).
-    let result = check_names(src_name, dst_name)
-        .and_then(|()| claim_and_rename(src_dir, src_name, dst_dir, dst_name, None));
-    outcome(Primitive::MkdiratRenameatNoreplace, result).mutation_state
-        != MutationState::NotCommitted
+    checked_dir_rename(caps, dev, (src_dir, src_name), (dst_dir, dst_name), true)
 }
 
 /// Renames the directory `src_name` to `dst_name`, a fresh name that
@@ -631,12 +619,33 @@ pub fn rename_dir_to_fresh_at(
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
 ) -> bool {
+    checked_dir_rename(caps, dev, (src_dir, src_name), (dst_dir, dst_name), false)
+}
+
+/// The two renames above: the kernel's exclusive rename, else the `mkdirat`
+/// claim (`claim`) or a plain rename. "Renamed" as soon as the rename may
+/// have happened (the outcome is unknown): the caller's check of what the
+/// new name holds decides, and moves back what is not ours. So the source
+/// is neither pinned before nor compared after here: the caller looked at
+/// it just before, and looks at the destination just after (on a network
+/// mount, five round trips fewer).
+fn checked_dir_rename(
+    caps: &Caps,
+    dev: u64,
+    (src_dir, src_name): (BorrowedFd<'_>, &OsStr),
+    (dst_dir, dst_name): (BorrowedFd<'_>, &OsStr),
+    claim: bool,
+) -> bool {
     if let Some(result) = kernel_no_replace(caps, dev, src_dir, src_name, dst_dir, dst_name) {
         return result.is_ok();
     }
     let result = check_names(src_name, dst_name).and_then(|()| {
-        retry_interrupted(|| fs::renameat(src_dir, src_name, dst_dir, dst_name))
-            .map_err(refusal_from_errno)
+        if claim {
+            claim_and_rename(src_dir, src_name, dst_dir, dst_name, None)
+        } else {
+            retry_interrupted(|| fs::renameat(src_dir, src_name, dst_dir, dst_name))
+                .map_err(refusal_from_errno)
+        }
     });
     outcome(Primitive::MkdiratRenameatNoreplace, result).mutation_state
         != MutationState::NotCommitted
