@@ -395,9 +395,10 @@ fn stage_new(
 /// The modes: the umask (even 0777) must neither weaken nor lock us out,
 /// so each mode is made exact with `fchmod` — but only where the `fstat`
 /// the publication needs anyway shows it is not (with the common umasks it
-/// is: they take no owner bits). The two steps a stripped owner mode can
-/// refuse (opening the directory without owner `r`, creating the record in
-/// it without owner `w` or `x`) are retried after setting its mode.
+/// is: they take no owner bits). Opening the directory, which a stripped
+/// owner `r` refuses, is retried after setting its mode by name; its mode
+/// is made exact before the record is created in it, which a stripped
+/// owner `w` or `x` would refuse.
 fn stage(
     parent: BorrowedFd<'_>,
     staging: &OsStr,
@@ -425,21 +426,14 @@ fn stage(
     // compares only the inode; the directory's times change with the
     // record, which nothing reads from this stat.)
     let root_stat = with_mode(dir.as_fd(), DIR_MODE).map_err(PublishError::Os)?;
-    let create = || {
-        fs::openat(
-            &dir,
-            INFO_NAME,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            INFO_MODE,
-        )
-    };
-    let info = match create() {
-        Err(Errno::ACCESS) => {
-            fs::fchmod(&dir, DIR_MODE).map_err(PublishError::Os)?;
-            create()
-        }
-        created => created,
-    }
+    // The mode is exact now, so a umask that took the owner's `w` or `x`
+    // cannot refuse the record.
+    let info = fs::openat(
+        &dir,
+        INFO_NAME,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        INFO_MODE,
+    )
     .map_err(PublishError::Os)?;
     write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
     // The `flock` stays taken (see the module docs).
