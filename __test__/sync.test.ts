@@ -167,6 +167,35 @@ describe("sync beside a slow async acquisition", () => {
   });
 });
 
+describe("sync beside an async acquisition of the same lock name", () => {
+  it("refuses nothing for a lock in another directory once that call has reached its queue; for the same lock, EDEADLK still", async () => {
+    const root = makeRoot();
+    const here = path.join(root, "here", "state.json");
+    fs.mkdirSync(path.dirname(here));
+    for (const [target, refused] of [
+      [path.join(root, "there", "state.json"), false],
+      [path.join(root, "again", "state.json"), true],
+    ] as const) {
+      // The async call's first attempt, off this thread, creates its parent
+      // and stalls there 30 ms before it knows which lock it is for.
+      injectDelayForTesting("parent.created", 30, path.basename(path.dirname(target)), 1);
+      const away = acquireLock(target, { inlineFastPath: false });
+      // retries: 0 — it would not wait for another process; a refusal is EDEADLK.
+      const asked = refused ? target : here;
+      if (refused) {
+        expect(() => acquireLockSync(asked, { retries: 0 })).toThrow(
+          expect.objectContaining({ code: "EDEADLK", lockPath: `${target}.lock` }),
+        );
+      } else {
+        const release = acquireLockSync(asked, { retries: 0 });
+        expect(JSON.parse(fs.readFileSync(`${here}.lock/info`, "utf8")).pid).toBe(process.pid);
+        release();
+      }
+      await (await away)();
+    }
+  });
+});
+
 describe("withFileLockSync", () => {
   it("returns fn's value, releases when fn throws, and refuses a nested acquisition of the same lock", () => {
     const file = path.join(makeRoot(), "state.json");

@@ -1096,12 +1096,17 @@ impl Attempts {
         let key = self.key_of(parent.as_fd())?;
         self.refuse_names_too_long_here(parent.as_fd(), &key)?;
         self.refuse_if_held_by_caller(&key)?;
-        // Before joining the queue: anyone of this process holding the lock,
-        // queued for it, or still on the way to its queue (an async call
-        // made just before this one) is never waited for nor overtaken.
+        // Before joining the queue: anyone of this process holding the lock
+        // or queued for it is never waited for nor overtaken. An earlier
+        // call of the same lock name still on its way to its queue (an
+        // async call made just before this one) is let arrive first, so
+        // that its key tells whether it is for this lock; one that does not
+        // arrive in time may be, and is not overtaken either.
         if self.blocking
             && self.place.is_none()
-            && (table::held_here(&key) || !table::nobody_waits_for(&key))
+            && (!table::await_earlier_arrivals(&key.name, self.options.sequence)
+                || table::held_here(&key)
+                || table::anyone_queued_for(&key))
         {
             return Err(self.would_block_its_own_process());
         }

@@ -10,8 +10,8 @@ use std::collections::{HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
 use crate::sys::os::fd::BorrowedFd;
 use crate::sys::os::io::Errno;
@@ -117,6 +117,10 @@ fn table() -> MutexGuard<'static, Table> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Signalled, with the table's lock, whenever an [`Arrival`] ends: what a
+/// synchronous acquisition waits on in [`await_earlier_arrivals`].
+static ARRIVAL_ENDED: Condvar = Condvar::new();
+
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh id for a generation or a ticket.
@@ -172,6 +176,7 @@ impl Drop for Arrival {
                 table.arriving.remove(&self.name);
             }
         }
+        ARRIVAL_ENDED.notify_all();
         // A head that asked after this acquisition let it go first (see
         // [`turn`]): it may go on now. (Its own queue's head, when it
         // has just joined, is this acquisition itself: not woken.)
@@ -184,6 +189,41 @@ impl Drop for Arrival {
             }
         }
     }
+}
+
+/// Blocks the calling thread until no acquisition of a lock named `name`
+/// that was called before `sequence` is still on its way to its queue
+/// (`true`), or for [`ARRIVAL_GRACE`] at most (`false`: one still is). For
+/// a synchronous acquisition, which never waits for its own process nor
+/// overtakes it: only once such an earlier call has reached its queue is
+/// it known whether it is for the same lock or for a lock of the same name
+/// in another directory. The earlier call's first attempt runs off the
+/// calling thread, so blocking this one does not keep it from arriving.
+pub fn await_earlier_arrivals(name: &OsStr, sequence: u64) -> bool {
+    let deadline = Instant::now() + ARRIVAL_GRACE;
+    let mut table = table();
+    loop {
+        let earlier = table
+            .arriving
+            .get(name)
+            .is_some_and(|sequences| sequences.iter().any(|s| *s < sequence));
+        if !earlier {
+            return true;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        table = ARRIVAL_ENDED
+            .wait_timeout(table, left)
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .0;
+    }
+}
+
+/// Whether anyone of this process queues for `key` (arrivals aside).
+pub fn anyone_queued_for(key: &LockKey) -> bool {
+    table().queues.contains_key(key)
 }
 
 /// Whether an acquisition of `key` may try the disk at once without
@@ -444,6 +484,40 @@ mod tests {
         assert_eq!(turn(&later), Turn::Head);
         drop(newer);
         dequeue(&later);
+    }
+
+    #[test]
+    fn a_synchronous_acquisition_learns_when_an_earlier_caller_of_its_name_arrives() {
+        let key = test_key();
+        let (earlier, ours) = (next_id(), next_id());
+        // Nobody on the way: no wait at all; a caller after us is none of
+        // our business.
+        let later = arrive(&key.name, next_id());
+        assert!(await_earlier_arrivals(&key.name, ours));
+        drop(later);
+        // An earlier caller that reaches its queue (another thread, a moment
+        // later): the wait ends when it does, and says so.
+        let arriving = arrive(&key.name, earlier);
+        let arrived = Arc::new(AtomicBool::new(false));
+        let arriver = std::thread::spawn({
+            let arrived = arrived.clone();
+            move || {
+                std::thread::sleep(Duration::from_millis(5));
+                arrived.store(true, Ordering::SeqCst);
+                drop(arriving);
+            }
+        });
+        assert!(await_earlier_arrivals(&key.name, ours), "it arrived");
+        assert!(
+            arrived.load(Ordering::SeqCst),
+            "the wait lasted until it arrived"
+        );
+        arriver.join().unwrap();
+        // One that does not arrive within the grace: the answer is that it
+        // is still on its way.
+        let stuck = arrive(&key.name, earlier);
+        assert!(!await_earlier_arrivals(&key.name, ours));
+        drop(stuck);
     }
 
     #[test]
