@@ -105,6 +105,10 @@ struct Table {
     queues: HashMap<LockKey, VecDeque<(u64, Arc<Wake>)>>,
     /// Acquisitions on their way to a queue, by lock name (see [`Arrival`]).
     arriving: HashMap<OsString, Vec<u64>>,
+    /// Synchronous acquisitions blocked in [`await_earlier_arrivals`]:
+    /// only then does an arrival's end signal [`ARRIVAL_ENDED`] (a
+    /// syscall, even with nobody waiting).
+    awaiting_arrivals: usize,
 }
 
 fn table() -> MutexGuard<'static, Table> {
@@ -176,7 +180,9 @@ impl Drop for Arrival {
                 table.arriving.remove(&self.name);
             }
         }
-        ARRIVAL_ENDED.notify_all();
+        if table.awaiting_arrivals > 0 {
+            ARRIVAL_ENDED.notify_all();
+        }
         // A head that asked after this acquisition let it go first (see
         // [`turn`]): it may go on now. (Its own queue's head, when it
         // has just joined, is this acquisition itself: not woken.)
@@ -214,10 +220,12 @@ pub fn await_earlier_arrivals(name: &OsStr, sequence: u64) -> bool {
         if left.is_zero() {
             return false;
         }
+        table.awaiting_arrivals += 1;
         table = ARRIVAL_ENDED
             .wait_timeout(table, left)
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .0;
+        table.awaiting_arrivals -= 1;
     }
 }
 
