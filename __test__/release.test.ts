@@ -109,6 +109,21 @@ describe("release", () => {
     expect(exists(lockPathOf(file))).toBe(false);
   });
 
+  it("its signal is read from the release itself: through a proxy or a bound copy it throws ERR_INVALID_THIS, and what releases share cannot be changed", async () => {
+    const root = makeRoot();
+    const [first, second] = [await acquireLock(path.join(root, "a.json")), await acquireLock(path.join(root, "b.json"))];
+    expect(first.signal.aborted).toBe(false);
+    const invalidThis = expect.objectContaining({ name: "TypeError", code: "ERR_INVALID_THIS" });
+    expect(() => new Proxy(first, {}).signal).toThrow(invalidThis);
+    expect(() => (first.bind(null) as typeof first).signal).toThrow(invalidThis);
+    expect(() => {
+      (Object.getPrototypeOf(first) as Record<string, unknown>).shared = 1;
+    }).toThrow(TypeError);
+    expect((second as unknown as Record<string, unknown>).shared).toBeUndefined();
+    await first();
+    await second();
+  });
+
   it("#32 rejects after successful protected work when the record was overwritten (owner_changed), keeping it", async () => {
     const file = path.join(makeRoot(), "state.json");
     const live = recordJson(canonicalRecord(liveForeignPid(), { timestamp: 2000 }));

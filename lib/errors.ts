@@ -141,6 +141,11 @@ export function argumentTypeError(message: string): TypeError {
   return codedTypeError("ERR_INVALID_ARG_TYPE", message);
 }
 
+/** A TypeError for a getter read through something it does not belong to (as Node's own `ERR_INVALID_THIS`). */
+export function invalidThisError(message: string): TypeError {
+  return codedTypeError("ERR_INVALID_THIS", message);
+}
+
 function codedTypeError(code: string, message: string): TypeError {
   const error = new TypeError(message) as TypeError & { code: string };
   error.code = code;

@@ -12,6 +12,7 @@ import {
   FileLockError,
   errorFromFailure,
   holderInfoOf,
+  invalidThisError,
   releaseErrorFromFailure,
 } from "./errors.js";
 import { type FileLockOptions, type ResolvedOptions, resolveOptions } from "./options.js";
@@ -201,9 +202,18 @@ function releasePrototype(keys: readonly symbol[]): object {
   const proto = Object.create(Function.prototype, {
     signal: {
       // Read through anything but a release itself (a bound copy, a
-      // proxy), there is no watch to hand out: undefined, not a throw.
+      // proxy, an object made from it), there is no watch to hand out: a
+      // throw, as Node's own getters do, not an `undefined` that a
+      // `fetch({ signal })` would take for "never aborts".
       get(this: object) {
-        return LISTENERS.get(this)?.signal;
+        const listeners = LISTENERS.get(this);
+        if (!listeners) {
+          throw invalidThisError(
+            'Value of "this" must be a release function of exactlock: read `signal` from the function ' +
+              "acquireLock resolved to (or withFileLock's lock), not from a bound copy or a proxy of it.",
+          );
+        }
+        return listeners.signal;
       },
       enumerable: true,
     },
@@ -215,7 +225,8 @@ function releasePrototype(keys: readonly symbol[]): object {
       },
     });
   }
-  return proto;
+  // Shared by every release of the process: nobody's change reaches the others.
+  return Object.freeze(proto);
 }
 
 const ASYNC_DISPOSE_KEYS = disposeKeys(Symbol.asyncDispose, "asyncDispose");
