@@ -31,7 +31,7 @@ import {
   FileLockError,
   withFileLock,
 } from "../lib/index.ts";
-import { clearFaultsForTesting, injectFaultForTesting } from "../lib/testing.ts";
+import { clearFaultsForTesting, injectDelayForTesting, injectFaultForTesting } from "../lib/testing.ts";
 import {
   canonicalRecord,
   cleanup,
@@ -122,6 +122,30 @@ describe("release", () => {
     expect((second as unknown as Record<string, unknown>).shared).toBeUndefined();
     await first();
     await second();
+  });
+
+  it("a symlink swapped onto the lock name right before the release frees it stays at that name (EOWNERCHANGED); nothing is left under a quarantine name", async () => {
+    // Natively the exclusive rename moves it and moves it back; where that
+    // rename is refused (npm run test:portable, sshfs, NFS) the detach must
+    // move nothing but a directory, since its move back (a mkdir claim)
+    // could not put a symlink back.
+    const root = makeRoot();
+    const file = path.join(root, "state.json");
+    const lock = lockPathOf(file);
+    const release = await acquireLock(file, { inlineFastPath: false });
+    try {
+      // The release (off this thread) stalls between its look at the name and the detach.
+      injectDelayForTesting("release.detach", 2_000, "state.json.lock", 1);
+      const releasing = rejectionOf(release());
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      fs.renameSync(lock, path.join(root, "ours-moved-away"));
+      fs.symlinkSync("ours-moved-away", lock);
+      expectReleaseError(await releasing, "EOWNERCHANGED");
+      expect(fs.lstatSync(lock).isSymbolicLink()).toBe(true);
+      expect(fs.readdirSync(root).sort()).toEqual(["ours-moved-away", "state.json.lock"]);
+    } finally {
+      clearFaultsForTesting();
+    }
   });
 
   it("#32 rejects after successful protected work when the record was overwritten (owner_changed), keeping it", async () => {

@@ -50,7 +50,8 @@ export function injectFaultForTesting(step: string, code: string, times?: number
 /**
  * Makes a native step (`attempt`, `release`, `parent.created`,
  * `publish.unwritten`: a staging directory made but its record not yet
- * written, `release.detached`: the lock name freed by a release, its
+ * written, `release.detach`: a release that has looked at the lock name
+ * and is about to free it, `release.detached`: the lock name freed by a release, its
  * directory not yet removed, `acquire.answered`: the thread of an
  * acquisition that waited, after it answered its caller) stall for `ms` milliseconds on lock or directory names
  * containing `only`, `times` times or always (tests only): a slow

@@ -604,13 +604,14 @@ pub fn exclusive_rename_dir_at(
 /// nobody else makes and nobody can guess before this call makes it (a
 /// release's quarantine, [`crate::fs::tree::quarantine_name`]: this
 /// process's pid and an id drawn from its secret seed): the kernel's
-/// exclusive rename where it works, else a plain `renameat`. What a plain
-/// rename could replace is an empty directory at the destination, and
-/// nothing stands at such a name but what a rename of ours puts there; so
-/// the `mkdirat` claim of [`exclusive_rename_dir_at`] buys nothing here and
-/// costs three calls, two of them round trips to the server on a network
-/// mount (sshfs, NFS), where this path runs. `true` as soon as the rename
-/// may have happened: the caller checks what the name holds.
+/// exclusive rename where it works, else a plain `renameat` of nothing but
+/// a directory ([`rename_only_a_dir`]). What a plain rename could replace
+/// is an empty directory at the destination, and nothing stands at such a
+/// name but what a rename of ours puts there; so on Linux the `mkdirat`
+/// claim of [`exclusive_rename_dir_at`] buys nothing here and costs three
+/// calls, two of them round trips to the server on a network mount
+/// (sshfs, NFS), where this path runs. `true` as soon as the rename may
+/// have happened: the caller checks what the name holds.
 pub fn rename_dir_to_fresh_at(
     caps: &Caps,
     dev: u64,
@@ -643,12 +644,42 @@ fn checked_dir_rename(
         if claim {
             claim_and_rename(src_dir, src_name, dst_dir, dst_name, None)
         } else {
-            retry_interrupted(|| fs::renameat(src_dir, src_name, dst_dir, dst_name))
-                .map_err(refusal_from_errno)
+            rename_only_a_dir(src_dir, src_name, dst_dir, dst_name)
         }
     });
     outcome(Primitive::MkdiratRenameatNoreplace, result).mutation_state
         != MutationState::NotCommitted
+}
+
+/// A plain rename that moves nothing but a directory: the caller looked
+/// at the source just before, and something else swapped in meanwhile (a
+/// file, a symlink) must stay where it is, not be moved to a name its
+/// move back, a `mkdirat` claim, could not put it back from. Linux's
+/// rename refuses a source with a trailing slash that is not a directory
+/// (`ENOTDIR`, a symlink too: it is not followed). Elsewhere a trailing
+/// slash may follow a symlink, so the claim does it there: a non-directory
+/// cannot replace the claimed directory.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn rename_only_a_dir(
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+) -> Result<(), Refusal> {
+    let mut as_dir = src_name.to_os_string();
+    as_dir.push("/");
+    retry_interrupted(|| fs::renameat(src_dir, &as_dir, dst_dir, dst_name))
+        .map_err(refusal_from_errno)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn rename_only_a_dir(
+    src_dir: BorrowedFd<'_>,
+    src_name: &OsStr,
+    dst_dir: BorrowedFd<'_>,
+    dst_name: &OsStr,
+) -> Result<(), Refusal> {
+    claim_and_rename(src_dir, src_name, dst_dir, dst_name, None)
 }
 
 /// Swaps two names in one step (`renameat2(RENAME_EXCHANGE)`,

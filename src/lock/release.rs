@@ -318,6 +318,7 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     // `mkdir` claim, as a publication does.)
     let (caps, dev) = (caps::global(), published.root_dev);
     let move_back = || rename::exclusive_rename_dir_at(caps, dev, parent, &removing, parent, name);
+    crate::sys::faults::pause("release.detach", name);
     if !rename::rename_dir_to_fresh_at(caps, dev, parent, name, parent, &removing) {
         return hand_over();
     }

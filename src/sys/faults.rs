@@ -23,8 +23,9 @@ pub const STEPS: &[&str] = &[
 /// Steps that can be made to stall, each right before its syscalls: one
 /// attempt of an acquisition, one release attempt, the moment between
 /// creating a missing parent directory and opening it, the moment a
-/// staging directory is made and held but its record not yet written, and
-/// the moment a release has freed the lock name (its directory detached,
+/// staging directory is made and held but its record not yet written, the
+/// moment a release has looked at the lock name and is about to free it,
+/// and the moment a release has freed the lock name (its directory detached,
 /// not yet removed), and the moment after an acquisition answered its
 /// caller (its thread preempted before it returns). And one that is a length of time rather than a stall:
 /// `acquire.elder_grace`, how long a waiter woken by the free name lets
@@ -34,6 +35,7 @@ pub const DELAY_STEPS: &[&str] = &[
     "release",
     "parent.created",
     "publish.unwritten",
+    "release.detach",
     "release.detached",
     "acquire.answered",
     "acquire.elder_grace",
