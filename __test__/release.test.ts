@@ -101,12 +101,24 @@ describe("release", () => {
     expectReleaseError(await rejectionOf(release()), "ERELEASED");
   });
 
-  it("the release function is also Symbol.asyncDispose", async () => {
+  it("Symbol.asyncDispose releases, and after the release was called (early, inside `await using`) does nothing: no ERELEASED at the block's end", async () => {
     const file = path.join(makeRoot(), "state.json");
     const release = await acquireLock(file);
-    expect(release[Symbol.asyncDispose]).toBe(release);
     await release[Symbol.asyncDispose]();
     expect(exists(lockPathOf(file))).toBe(false);
+    await release[Symbol.asyncDispose]();
+    expectReleaseError(await rejectionOf(release()), "ERELEASED");
+    // Released early: the disposal waits for that release and adds nothing.
+    const early = await acquireLock(file);
+    const releasing = early();
+    await early[Symbol.asyncDispose]();
+    expect(exists(lockPathOf(file))).toBe(false);
+    await releasing;
+    // A release that failed told its caller; the disposal stays quiet.
+    const lost = await acquireLock(file);
+    fs.rmSync(lockPathOf(file), { recursive: true });
+    expectReleaseError(await rejectionOf(lost()), "EMISSING");
+    await lost[Symbol.asyncDispose]();
   });
 
   it("its signal is read from the release itself: through a proxy or a bound copy it throws ERR_INVALID_THIS, and what releases share cannot be changed", async () => {

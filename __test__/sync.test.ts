@@ -32,7 +32,7 @@ async function holderFor(file: string, ms: number) {
 }
 
 describe("acquireLockSync", () => {
-  it("takes a free lock and gives it back, also through Symbol.dispose; a second release is ERELEASED", () => {
+  it("takes a free lock and gives it back, also through Symbol.dispose (which does nothing after a release); a second release is ERELEASED", () => {
     const file = path.join(makeRoot(), "state.json");
     const release = acquireLockSync(file);
     expect(JSON.parse(fs.readFileSync(`${file}.lock/info`, "utf8")).pid).toBe(process.pid);
@@ -42,6 +42,11 @@ describe("acquireLockSync", () => {
     const disposable = acquireLockSync(file);
     disposable[Symbol.dispose]();
     expect(fs.existsSync(`${file}.lock`)).toBe(false);
+    // Released early inside `using`: the block's end adds nothing, no ERELEASED.
+    const early = acquireLockSync(file);
+    early();
+    early[Symbol.dispose]();
+    expect(() => early()).toThrow(expect.objectContaining({ code: "ERELEASED" }));
   });
 
   it("reclaims a dead owner's lock at once", async () => {

@@ -19,7 +19,9 @@ import { type FileLockOptions, type ResolvedOptions, resolveOptions } from "./op
 import { validateCount, validateFunction, validateLockFilePath, validateOptionalCount, validateString } from "./validate.js";
 
 /**
- * Releases the lock; also `await using`-disposable. Its `signal` aborts —
+ * Releases the lock; also `await using`-disposable (a disposal after the
+ * release was called adds nothing: releasing early inside the block is no
+ * error at its end). Its `signal` aborts —
  * with a {@link FileLockError} `EMISSING` (removed) or `EOWNERCHANGED`
  * (replaced) — the moment someone else removes or replaces the held lock;
  * it is watched (inotify) only once `signal` is read, until the release.
@@ -188,18 +190,38 @@ function disposeKeys(own: symbol | undefined, name: string): readonly symbol[] {
   return [...new Set(keys.filter((key): key is symbol => typeof key === "symbol"))];
 }
 
-/** The loss watch of each release function (see {@link equipRelease}). */
-const LISTENERS = new WeakMap<object, LossListeners>();
+/** What the shared prototype knows of one release function (see {@link equipRelease}). */
+interface Equipped {
+  /** Its loss watch, which watches nothing until `signal` is read; the release stops it first. */
+  readonly listeners: LossListeners;
+  /**
+   * Set by the release's first call (async: that call's end, its error
+   * ignored, for its caller has it): a disposal after it releases nothing
+   * more, so a lock released early inside a `using` block is no error at
+   * the block's end (disposal is idempotent, as TC39's proposal advises).
+   */
+  called?: Promise<void> | true;
+  /** Its disposer, made the first time a dispose key is read. */
+  disposer?: () => unknown;
+}
+
+const EQUIPPED = new WeakMap<object, Equipped>();
+
+const ignore = (): void => {};
 
 /**
  * What every release function inherits, for one set of dispose keys: its
- * `signal`, and each dispose key naming the function itself. Shared, so a
- * release is equipped with two cheap steps instead of a property definition
- * per key: on a hand-off, the first thing JavaScript does with a lock that
- * was waited for, after the process slept, was that (about 25 µs of a cold
- * hand-off against 11: `bench/RESULTS.md`).
+ * `signal`, and each dispose key naming its disposer (`disposerOf`: the
+ * release unless it was called already). Shared, so a release is equipped
+ * with two cheap steps instead of a property definition per key: on a
+ * hand-off, the first thing JavaScript does with a lock that was waited
+ * for, after the process slept, was that (about 25 µs of a cold hand-off
+ * against 11: `bench/RESULTS.md`).
  */
-function releasePrototype(keys: readonly symbol[]): object {
+function releasePrototype(
+  keys: readonly symbol[],
+  disposerOf: (release: () => unknown, equipped: Equipped) => () => unknown,
+): object {
   const proto = Object.create(Function.prototype, {
     signal: {
       // Read through anything but a release itself (a bound copy, a
@@ -207,22 +229,26 @@ function releasePrototype(keys: readonly symbol[]): object {
       // throw, as Node's own getters do, not an `undefined` that a
       // `fetch({ signal })` would take for "never aborts".
       get(this: object) {
-        const listeners = LISTENERS.get(this);
-        if (!listeners) {
+        const equipped = EQUIPPED.get(this);
+        if (!equipped) {
           throw invalidThisError(
             'Value of "this" must be a release function of exactlock: read `signal` from the function ' +
               "acquireLock resolved to (or withFileLock's lock), not from a bound copy or a proxy of it.",
           );
         }
-        return listeners.signal;
+        return equipped.listeners.signal;
       },
       enumerable: true,
     },
   });
   for (const key of keys) {
     Object.defineProperty(proto, key, {
-      get(this: object) {
-        return this;
+      get(this: () => unknown) {
+        const equipped = EQUIPPED.get(this);
+        // A bound copy or a proxy disposes by calling itself: it releases.
+        if (!equipped) return this;
+        equipped.disposer ??= disposerOf(this, equipped);
+        return equipped.disposer;
       },
     });
   }
@@ -232,22 +258,27 @@ function releasePrototype(keys: readonly symbol[]): object {
 
 const ASYNC_DISPOSE_KEYS = disposeKeys(Symbol.asyncDispose, "asyncDispose");
 const DISPOSE_KEYS = disposeKeys(Symbol.dispose, "dispose");
-const ASYNC_RELEASE = releasePrototype(ASYNC_DISPOSE_KEYS);
-const SYNC_RELEASE = releasePrototype(DISPOSE_KEYS);
+const ASYNC_RELEASE = releasePrototype(
+  ASYNC_DISPOSE_KEYS,
+  (release, equipped) => () => equipped.called ?? release(),
+);
+const SYNC_RELEASE = releasePrototype(DISPOSE_KEYS, (release, equipped) => () => {
+  if (equipped.called === undefined) release();
+});
 
 /**
- * Gives a release function what every release carries: its `signal` (the
- * loss watch `listeners`, which watches nothing until read) and its
- * dispose keys (`prototype`: {@link ASYNC_RELEASE} or {@link SYNC_RELEASE}).
- * The function itself must stop `listeners` first.
+ * Gives a release function what every release carries: its `signal` and
+ * its disposer (`prototype`: {@link ASYNC_RELEASE} or {@link SYNC_RELEASE}),
+ * from `equipped`, which the function itself keeps up: it stops the loss
+ * watch first and notes its first call.
  */
 function equipRelease<R extends () => unknown>(
   release: R,
-  listeners: LossListeners,
+  equipped: Equipped,
   prototype: object,
 ): R & { readonly signal: AbortSignal } {
   Object.setPrototypeOf(release, prototype);
-  LISTENERS.set(release, listeners);
+  EQUIPPED.set(release, equipped);
   return release as R & { readonly signal: AbortSignal };
 }
 
@@ -330,15 +361,16 @@ function makeRelease(
   onCompromised: ((error: FileLockError) => void) | undefined,
 ): LockRelease {
   let inflight: Promise<void> | undefined;
-  const listeners = new LossListeners(generation, onCompromised);
+  const equipped: Equipped = { listeners: new LossListeners(generation, onCompromised) };
   const release = () => {
-    listeners.stop();
+    equipped.listeners.stop();
     inflight ??= releaseGeneration(generation, lockPath, inline).finally(() => {
       inflight = undefined;
     });
+    equipped.called ??= inflight.then(ignore, ignore);
     return inflight;
   };
-  return equipRelease(release, listeners, ASYNC_RELEASE) as LockRelease;
+  return equipRelease(release, equipped, ASYNC_RELEASE) as LockRelease;
 }
 
 /** Releases: a first attempt on this thread when `inline`, the retries off it. */
@@ -563,7 +595,10 @@ export async function withFileLock<T>(
   return result;
 }
 
-/** Releases a lock taken by {@link acquireLockSync}, on the calling thread; also `using`-disposable. */
+/**
+ * Releases a lock taken by {@link acquireLockSync}, on the calling thread;
+ * also `using`-disposable (a disposal after the release adds nothing).
+ */
 export type LockReleaseSync = (() => void) & Disposable & { readonly signal: AbortSignal };
 
 /**
@@ -614,13 +649,15 @@ function acquireSync(
     }
     throw watchError;
   }
+  const equipped: Equipped = { listeners };
   const release = equipRelease(
     () => {
+      equipped.called = true;
       listeners.stop();
       const failure = native.releaseLockSyncNative(generation);
       if (failure) throw releaseErrorFromFailure(failure, lockPath);
     },
-    listeners,
+    equipped,
     SYNC_RELEASE,
   ) as LockReleaseSync;
   if (resolved.onAcquired) {
