@@ -137,13 +137,19 @@ describe("exactlock under bun", () => {
     expect(fs.existsSync(lockDir)).toBe(false);
   });
 
-  it("await using releases the lock at the end of the block (Symbol.asyncDispose)", async () => {
+  it("await using releases the lock at the end of the block (Symbol.asyncDispose); released early inside it, the block's end adds nothing", async () => {
     const file = tempFile();
     {
       await using release = await acquireLock(file);
-      expect(release[Symbol.asyncDispose]).toBe(release);
+      expect(typeof release[Symbol.asyncDispose]).toBe("function");
       expect(fs.existsSync(`${file}.lock/info`)).toBe(true);
     }
+    expect(fs.existsSync(`${file}.lock`)).toBe(false);
+    {
+      await using release = await acquireLock(file);
+      await release();
+      expect(fs.existsSync(`${file}.lock`)).toBe(false);
+    } // no ERELEASED here
     expect(fs.existsSync(`${file}.lock`)).toBe(false);
   });
 
