@@ -20,6 +20,7 @@
  * rejects with its code and keeps the generation fenced; #67's EACCES is
  * retried like every transient code.
  */
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -101,7 +102,7 @@ describe("release", () => {
     expectReleaseError(await rejectionOf(release()), "ERELEASED");
   });
 
-  it("Symbol.asyncDispose releases, and after the release was called (early, inside `await using`) does nothing: no ERELEASED at the block's end", async () => {
+  it("Symbol.asyncDispose releases, and after a release call that is done (early, inside `await using`) adds nothing: no ERELEASED at the block's end", async () => {
     const file = path.join(makeRoot(), "state.json");
     const release = await acquireLock(file);
     await release[Symbol.asyncDispose]();
@@ -114,11 +115,43 @@ describe("release", () => {
     await early[Symbol.asyncDispose]();
     expect(exists(lockPathOf(file))).toBe(false);
     await releasing;
-    // A release that failed told its caller; the disposal stays quiet.
+    // A release that failed for good told its caller; the disposal stays quiet.
     const lost = await acquireLock(file);
     fs.rmSync(lockPathOf(file), { recursive: true });
     expectReleaseError(await rejectionOf(lost()), "EMISSING");
     await lost[Symbol.asyncDispose]();
+  });
+
+  it("a disposal after a release that failed transiently (the lock fenced) releases again, as a second call would", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const release = await acquireLock(file);
+    injectFaultForTesting("release.remove", "EBUSY");
+    try {
+      expectReleaseError(await rejectionOf(release()), "EBUSY");
+      expect(exists(lockPathOf(file))).toBe(true);
+      // Still failing: the disposal says so (the block's end throws), the lock stays fenced.
+      expectReleaseError(await rejectionOf(Promise.resolve(release[Symbol.asyncDispose]())), "EBUSY");
+    } finally {
+      clearFaultsForTesting();
+    }
+    await release[Symbol.asyncDispose]();
+    expect(exists(lockPathOf(file))).toBe(false);
+    await release[Symbol.asyncDispose]();
+  });
+
+  it("a release that fails unawaited and uncaught is still an unhandled rejection (the process hears EMISSING)", () => {
+    const file = path.join(makeRoot(), "state.json");
+    const script = [
+      `import { acquireLock } from ${JSON.stringify(path.resolve("dist/index.js"))};`,
+      'import * as fs from "node:fs";',
+      "const file = process.argv[1];",
+      "const release = await acquireLock(file);",
+      'fs.rmSync(`${file}.lock`, { recursive: true });',
+      "release();",
+    ].join("\n");
+    const run = spawnSync(process.execPath, ["--input-type=module", "-e", script, file], { encoding: "utf8" });
+    expect(run.status).not.toBe(0);
+    expect(run.stderr).toContain("EMISSING");
   });
 
   it("its signal is read from the release itself: through a proxy or a bound copy it throws ERR_INVALID_THIS, and what releases share cannot be changed", async () => {
@@ -128,6 +161,7 @@ describe("release", () => {
     const invalidThis = expect.objectContaining({ name: "TypeError", code: "ERR_INVALID_THIS" });
     expect(() => new Proxy(first, {}).signal).toThrow(invalidThis);
     expect(() => (first.bind(null) as typeof first).signal).toThrow(invalidThis);
+    expect(() => (first.bind(null) as typeof first)[Symbol.asyncDispose]).toThrow(invalidThis);
     expect(() => {
       (Object.getPrototypeOf(first) as Record<string, unknown>).shared = 1;
     }).toThrow(TypeError);

@@ -15,7 +15,7 @@ import {
   withFileLock,
   withFileLockSync,
 } from "../lib/index.ts";
-import { clearFaultsForTesting, injectDelayForTesting } from "../lib/testing.ts";
+import { clearFaultsForTesting, injectDelayForTesting, injectFaultForTesting } from "../lib/testing.ts";
 import { canonicalRecord, cleanup, deadPid, makeRoot, startFixture, writeLock } from "./helpers.ts";
 
 afterEach(() => {
@@ -47,6 +47,13 @@ describe("acquireLockSync", () => {
     early();
     early[Symbol.dispose]();
     expect(() => early()).toThrow(expect.objectContaining({ code: "ERELEASED" }));
+    // After a transient failure (the lock fenced) the disposal releases again.
+    const fenced = acquireLockSync(file);
+    injectFaultForTesting("release.remove", "EBUSY", 5);
+    expect(() => fenced()).toThrow(expect.objectContaining({ code: "EBUSY" }));
+    expect(fs.existsSync(`${file}.lock`)).toBe(true);
+    fenced[Symbol.dispose]();
+    expect(fs.existsSync(`${file}.lock`)).toBe(false);
   });
 
   it("reclaims a dead owner's lock at once", async () => {

@@ -1,4 +1,4 @@
-// `await using`: the release function is also Symbol.asyncDispose.
+// `await using`: the release function is also async-disposable (Symbol.asyncDispose).
 // Needs a runtime that parses explicit resource management (Bun, or
 // TypeScript 5.2+ compiled with lib "esnext.disposable"); Node 20 cannot.
 // Run: npx bun examples/await-using.mts

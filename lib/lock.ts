@@ -190,29 +190,61 @@ function disposeKeys(own: symbol | undefined, name: string): readonly symbol[] {
   return [...new Set(keys.filter((key): key is symbol => typeof key === "symbol"))];
 }
 
+/**
+ * How a release call ended, as a later disposal sees it: `"done"` when
+ * nothing is left to do (released, or the lock is gone or someone else's,
+ * or another release has it), `"retry"` when it failed transiently and the
+ * lock stays fenced to this generation, which another call retries.
+ */
+type Ending = "done" | "retry";
+
+/** The codes after which a release has nothing left to retry. */
+const FINAL_RELEASE_CODES = new Set(["ERELEASED", "ERELEASING", "EMISSING", "EOWNERCHANGED"]);
+
+function endingOf(error: unknown): Ending {
+  return error instanceof FileLockError && FINAL_RELEASE_CODES.has(error.code) ? "done" : "retry";
+}
+
 /** What the shared prototype knows of one release function (see {@link equipRelease}). */
 interface Equipped {
   /** Its loss watch, which watches nothing until `signal` is read; the release stops it first. */
   readonly listeners: LossListeners;
   /**
-   * Set by the release's first call (async: that call's end, its error
-   * ignored, for its caller has it): a disposal after it releases nothing
-   * more, so a lock released early inside a `using` block is no error at
-   * the block's end (disposal is idempotent, as TC39's proposal advises).
+   * How its last call ended (async: will end), set by the release itself:
+   * a disposal after a call that is done adds nothing, so a lock released
+   * early inside a `using` block is no error at the block's end (disposal
+   * is idempotent, as TC39's proposal advises); after a transient failure
+   * it releases again, which retries, as a second call would.
    */
-  called?: Promise<void> | true;
+  called?: Promise<Ending> | Ending;
   /** Its disposer, made the first time a dispose key is read. */
   disposer?: () => unknown;
 }
 
 const EQUIPPED = new WeakMap<object, Equipped>();
 
-const ignore = (): void => {};
+/**
+ * What `receiver`, a release function, is equipped with. Read through
+ * anything but a release itself (a bound copy, a proxy, an object made
+ * from it) there is nothing to hand out: a throw, as Node's own getters
+ * do, not an `undefined` that a `fetch({ signal })` would take for "never
+ * aborts", nor a disposal that is not the release's own.
+ */
+function equippedOf(receiver: object, what: string): Equipped {
+  const equipped = EQUIPPED.get(receiver);
+  if (!equipped) {
+    throw invalidThisError(
+      `Value of "this" must be a release function of exactlock: ${what} the function acquireLock ` +
+        "resolved to (or withFileLock's lock) itself, not a bound copy or a proxy of it.",
+    );
+  }
+  return equipped;
+}
 
 /**
  * What every release function inherits, for one set of dispose keys: its
  * `signal`, and each dispose key naming its disposer (`disposerOf`: the
- * release unless it was called already). Shared, so a release is equipped
+ * release unless a call of it is done). Shared, so a release is equipped
  * with two cheap steps instead of a property definition per key: on a
  * hand-off, the first thing JavaScript does with a lock that was waited
  * for, after the process slept, was that (about 25 µs of a cold hand-off
@@ -224,19 +256,8 @@ function releasePrototype(
 ): object {
   const proto = Object.create(Function.prototype, {
     signal: {
-      // Read through anything but a release itself (a bound copy, a
-      // proxy, an object made from it), there is no watch to hand out: a
-      // throw, as Node's own getters do, not an `undefined` that a
-      // `fetch({ signal })` would take for "never aborts".
       get(this: object) {
-        const equipped = EQUIPPED.get(this);
-        if (!equipped) {
-          throw invalidThisError(
-            'Value of "this" must be a release function of exactlock: read `signal` from the function ' +
-              "acquireLock resolved to (or withFileLock's lock), not from a bound copy or a proxy of it.",
-          );
-        }
-        return equipped.listeners.signal;
+        return equippedOf(this, "read `signal` from").listeners.signal;
       },
       enumerable: true,
     },
@@ -244,9 +265,7 @@ function releasePrototype(
   for (const key of keys) {
     Object.defineProperty(proto, key, {
       get(this: () => unknown) {
-        const equipped = EQUIPPED.get(this);
-        // A bound copy or a proxy disposes by calling itself: it releases.
-        if (!equipped) return this;
+        const equipped = equippedOf(this, "dispose of");
         equipped.disposer ??= disposerOf(this, equipped);
         return equipped.disposer;
       },
@@ -258,12 +277,12 @@ function releasePrototype(
 
 const ASYNC_DISPOSE_KEYS = disposeKeys(Symbol.asyncDispose, "asyncDispose");
 const DISPOSE_KEYS = disposeKeys(Symbol.dispose, "dispose");
-const ASYNC_RELEASE = releasePrototype(
-  ASYNC_DISPOSE_KEYS,
-  (release, equipped) => () => equipped.called ?? release(),
-);
+const ASYNC_RELEASE = releasePrototype(ASYNC_DISPOSE_KEYS, (release, equipped) => async () => {
+  const called = equipped.called;
+  if (called === undefined || (await called) === "retry") await release();
+});
 const SYNC_RELEASE = releasePrototype(DISPOSE_KEYS, (release, equipped) => () => {
-  if (equipped.called === undefined) release();
+  if (equipped.called !== "done") release();
 });
 
 /**
@@ -364,10 +383,15 @@ function makeRelease(
   const equipped: Equipped = { listeners: new LossListeners(generation, onCompromised) };
   const release = () => {
     equipped.listeners.stop();
-    inflight ??= releaseGeneration(generation, lockPath, inline).finally(() => {
-      inflight = undefined;
-    });
-    equipped.called ??= inflight.then(ignore, ignore);
+    if (!inflight) {
+      const ending = releaseGeneration(generation, lockPath, inline);
+      // The caller's promise is `inflight`: its rejection, unhandled, is
+      // still reported; the disposal's view hangs off `ending`.
+      inflight = ending.finally(() => {
+        inflight = undefined;
+      });
+      equipped.called = ending.then(() => "done", endingOf);
+    }
     return inflight;
   };
   return equipRelease(release, equipped, ASYNC_RELEASE) as LockRelease;
@@ -652,10 +676,11 @@ function acquireSync(
   const equipped: Equipped = { listeners };
   const release = equipRelease(
     () => {
-      equipped.called = true;
       listeners.stop();
       const failure = native.releaseLockSyncNative(generation);
-      if (failure) throw releaseErrorFromFailure(failure, lockPath);
+      const error = failure ? releaseErrorFromFailure(failure, lockPath) : undefined;
+      equipped.called = error ? endingOf(error) : "done";
+      if (error) throw error;
     },
     equipped,
     SYNC_RELEASE,

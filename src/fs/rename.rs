@@ -656,9 +656,14 @@ fn checked_dir_rename(
 /// file, a symlink) must stay where it is, not be moved to a name its
 /// move back, a `mkdirat` claim, could not put it back from. Linux's
 /// rename refuses a source with a trailing slash that is not a directory
-/// (`ENOTDIR`, a symlink too: it is not followed). Elsewhere a trailing
-/// slash may follow a symlink, so the claim does it there: a non-directory
-/// cannot replace the claimed directory.
+/// (`ENOTDIR`, a symlink too: it is not followed), as this client sees it:
+/// on a network mount a swap made on the server or through another client
+/// may still look like a directory in this client's cache (sshfs caches
+/// 20 s by default), and is moved; then, as before this check, the move
+/// back fails, the release reports the lock missing (`EMISSING`) and what
+/// was swapped in stays under the quarantine name, never removed.
+/// Elsewhere a trailing slash may follow a symlink, so the claim does it
+/// there: a non-directory cannot replace the claimed directory.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn rename_only_a_dir(
     src_dir: BorrowedFd<'_>,
