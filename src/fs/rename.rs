@@ -664,27 +664,19 @@ fn checked_dir_rename(
 /// was swapped in stays under the quarantine name, never removed.
 /// Elsewhere a trailing slash may follow a symlink, so the claim does it
 /// there: a non-directory cannot replace the claimed directory.
-#[cfg(any(target_os = "linux", target_os = "android"))]
 fn rename_only_a_dir(
     src_dir: BorrowedFd<'_>,
     src_name: &OsStr,
     dst_dir: BorrowedFd<'_>,
     dst_name: &OsStr,
 ) -> Result<(), Refusal> {
+    if !cfg!(any(target_os = "linux", target_os = "android")) {
+        return claim_and_rename(src_dir, src_name, dst_dir, dst_name, None);
+    }
     let mut as_dir = src_name.to_os_string();
     as_dir.push("/");
     retry_interrupted(|| fs::renameat(src_dir, &as_dir, dst_dir, dst_name))
         .map_err(refusal_from_errno)
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn rename_only_a_dir(
-    src_dir: BorrowedFd<'_>,
-    src_name: &OsStr,
-    dst_dir: BorrowedFd<'_>,
-    dst_name: &OsStr,
-) -> Result<(), Refusal> {
-    claim_and_rename(src_dir, src_name, dst_dir, dst_name, None)
 }
 
 /// Swaps two names in one step (`renameat2(RENAME_EXCHANGE)`,
