@@ -19,9 +19,10 @@ import { type FileLockOptions, type ResolvedOptions, resolveOptions } from "./op
 import { validateCount, validateFunction, validateLockFilePath, validateOptionalCount, validateString } from "./validate.js";
 
 /**
- * Releases the lock; also `await using`-disposable (a disposal after the
- * release was called adds nothing: releasing early inside the block is no
- * error at its end). Its `signal` aborts —
+ * Releases the lock; also `await using`-disposable (a disposal after a
+ * release call that is done adds nothing: releasing early inside the block
+ * is no error at its end; after a transient failure it releases again).
+ * Its `signal` aborts —
  * with a {@link FileLockError} `EMISSING` (removed) or `EOWNERCHANGED`
  * (replaced) — the moment someone else removes or replaces the held lock;
  * it is watched (inotify) only once `signal` is read, until the release.
@@ -621,7 +622,8 @@ export async function withFileLock<T>(
 
 /**
  * Releases a lock taken by {@link acquireLockSync}, on the calling thread;
- * also `using`-disposable (a disposal after the release adds nothing).
+ * also `using`-disposable (a disposal after a release call that is done
+ * adds nothing; after a transient failure it releases again).
  */
 export type LockReleaseSync = (() => void) & Disposable & { readonly signal: AbortSignal };
 

@@ -111,6 +111,16 @@ struct Table {
     awaiting_arrivals: usize,
 }
 
+impl Table {
+    /// Whether an acquisition of a lock named `name` called before
+    /// `sequence` is still on its way to its queue (see [`Arrival`]).
+    fn arrives_before(&self, name: &OsStr, sequence: u64) -> bool {
+        self.arriving
+            .get(name)
+            .is_some_and(|sequences| sequences.iter().any(|s| *s < sequence))
+    }
+}
+
 fn table() -> MutexGuard<'static, Table> {
     static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
     // A panic while holding the lock leaves the data consistent (every
@@ -209,11 +219,7 @@ pub fn await_earlier_arrivals(name: &OsStr, sequence: u64) -> bool {
     let deadline = Instant::now() + ARRIVAL_GRACE;
     let mut table = table();
     loop {
-        let earlier = table
-            .arriving
-            .get(name)
-            .is_some_and(|sequences| sequences.iter().any(|s| *s < sequence));
-        if !earlier {
+        if !table.arrives_before(name, sequence) {
             return true;
         }
         let left = deadline.saturating_duration_since(Instant::now());
@@ -370,15 +376,9 @@ pub fn turn(ticket: &Ticket) -> Turn {
         .get(&ticket.key)
         .and_then(|queue| queue.front())
         .is_some_and(|(id, _)| *id == ticket.id);
-    let earlier_arrives = || {
-        table
-            .arriving
-            .get(&ticket.key.name)
-            .is_some_and(|sequences| sequences.iter().any(|s| *s < ticket.id))
-    };
     if !first {
         Turn::Behind
-    } else if earlier_arrives() {
+    } else if table.arrives_before(&ticket.key.name, ticket.id) {
         Turn::AfterArrival
     } else {
         Turn::Head
