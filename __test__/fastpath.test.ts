@@ -147,6 +147,22 @@ describe("inlineFastPath", () => {
     await expectServedInOrder(8);
   }, 30_000);
 
+  it("a caller whose first attempt alone is slow (120 ms, past the 50 ms grace) is still served before the callers of its path that asked after it", async () => {
+    // Only one first attempt stalls (whichever reaches the step first): the
+    // callers that asked after it, for the same path, must let it go first
+    // however long it takes; the grace bounds only a wait for a caller of
+    // the same lock name in another directory (before: overtaken every round).
+    for (let round = 0; round < 4; round++) {
+      const file = path.join(makeRoot(), "state.json");
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      injectDelayForTesting("attempt", 120, "state.json.lock", 1);
+      const order: string[] = [];
+      const options = { inlineFastPath: false, ...patient };
+      await Promise.all(["A", "B", "C"].map((name) => withFileLock(file, () => void order.push(name), options)));
+      expect(order, `round ${round}`).toEqual(["A", "B", "C"]);
+    }
+  }, 30_000);
+
   it("an earlier caller of the same lock name stuck on its way (a slow mount) holds up a lock elsewhere only a moment", async () => {
     const root = makeRoot();
     const stuckFile = path.join(root, "slow-mount", "state.json");

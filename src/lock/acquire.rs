@@ -176,8 +176,8 @@ pub fn arrive(file_path: &Path, sequence: u64) -> table::Arrival {
     // under the whole path, which no other lock name can equal.
     let name = fsx::split_final(&lock_path)
         .map(|(_, name)| name)
-        .unwrap_or_else(|_| lock_path.into_os_string());
-    table::arrive(&name, sequence)
+        .unwrap_or_else(|_| lock_path.clone().into_os_string());
+    table::arrive(&lock_path, &name, sequence)
 }
 
 /// `<file>.lock`.
@@ -338,7 +338,8 @@ struct Attempts {
     /// First in its queue but letting an acquisition that asked before it
     /// reach its queue first (see [`table::Turn::AfterArrival`]): until
     /// this instant at most, which is [`table::ARRIVAL_GRACE`] after it
-    /// first found itself doing so (`arrival_patience`).
+    /// first found itself doing so (`arrival_patience`), or its deadline if
+    /// that is later and the earlier caller asked for this very path.
     after_arrival: Option<Instant>,
     arrival_patience: Option<Instant>,
     watch: Option<Watch>,
@@ -1112,15 +1113,23 @@ impl Attempts {
         }
         debris::reap_once(parent.as_fd(), &key.parent, &self.options.policy);
         self.join_queue(&key);
-        match table::turn(&self.place.as_ref().expect("joined").0) {
+        match table::turn(&self.place.as_ref().expect("joined").0, &self.lock_path) {
             table::Turn::Head => {}
             table::Turn::Behind => return Ok(Step::NotHead),
-            table::Turn::AfterArrival => {
-                let until = *self
+            table::Turn::AfterArrival { same_path } => {
+                let grace = *self
                     .arrival_patience
                     .get_or_insert_with(|| Instant::now() + table::ARRIVAL_GRACE);
                 // Past it, a first attempt that slow (stuck on a dead
-                // mount, maybe for another directory) is passed over.
+                // mount, maybe for another directory) is passed over. One
+                // called with this very path is for this lock: it is let
+                // go first as long as the budget lasts (its mount is ours,
+                // as slow for us as for it).
+                let until = if same_path {
+                    grace.max(self.deadline)
+                } else {
+                    grace
+                };
                 if Instant::now() < until {
                     self.after_arrival = Some(until);
                     return Ok(Step::NotHead);

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -103,8 +103,9 @@ pub struct Ticket {
 struct Table {
     generations: HashMap<u64, Entry>,
     queues: HashMap<LockKey, VecDeque<(u64, Arc<Wake>)>>,
-    /// Acquisitions on their way to a queue, by lock name (see [`Arrival`]).
-    arriving: HashMap<OsString, Vec<u64>>,
+    /// Acquisitions on their way to a queue, by lock name: each one's
+    /// sequence and the lock path it was called with (see [`Arrival`]).
+    arriving: HashMap<OsString, Vec<(u64, PathBuf)>>,
     /// Synchronous acquisitions blocked in [`await_earlier_arrivals`]:
     /// only then does an arrival's end signal [`ARRIVAL_ENDED`] (a
     /// syscall, even with nobody waiting).
@@ -115,9 +116,18 @@ impl Table {
     /// Whether an acquisition of a lock named `name` called before
     /// `sequence` is still on its way to its queue (see [`Arrival`]).
     fn arrives_before(&self, name: &OsStr, sequence: u64) -> bool {
+        self.earlier_arrivals(name, sequence).next().is_some()
+    }
+
+    /// The lock paths of the acquisitions of a lock named `name` called
+    /// before `sequence` that are still on their way to their queues.
+    fn earlier_arrivals(&self, name: &OsStr, sequence: u64) -> impl Iterator<Item = &Path> {
         self.arriving
             .get(name)
-            .is_some_and(|sequences| sequences.iter().any(|s| *s < sequence))
+            .into_iter()
+            .flatten()
+            .filter(move |(s, _)| *s < sequence)
+            .map(|(_, path)| path.as_path())
     }
 }
 
@@ -149,10 +159,13 @@ pub fn next_id() -> u64 {
 /// parent's identity plus that name). So while it arrives, no acquisition
 /// of a lock with that name may go ahead of the queues on the calling
 /// thread, nor become the head of a queue if it asked later — it could be
-/// for the same lock, and it asked first — for at most [`ARRIVAL_GRACE`]
-/// of the later one's time (a first attempt stuck on a dead mount holds up
-/// a queued acquisition of the same name in another directory no longer
-/// than that); an acquisition of any other name is not held up by it.
+/// for the same lock, and it asked first. A later one called with the same
+/// lock path lets it go first for as long as its own budget lasts (it is
+/// surely for the same lock: a slow mount is slow for both); one called
+/// with another path, for at most [`ARRIVAL_GRACE`] of its own time (a
+/// first attempt stuck on a dead mount holds up a queued acquisition of
+/// the same name in another directory no longer than that). An acquisition
+/// of any other name is not held up by it.
 pub struct Arrival {
     name: OsString,
     sequence: u64,
@@ -165,14 +178,15 @@ pub struct Arrival {
 /// one's too, so the earlier one still arrives first.
 pub const ARRIVAL_GRACE: Duration = Duration::from_millis(50);
 
-/// Counts the acquisition `sequence` of the lock named `name` as arriving
-/// until the returned value is dropped.
-pub fn arrive(name: &OsStr, sequence: u64) -> Arrival {
+/// Counts the acquisition `sequence` of the lock named `name`, called with
+/// the lock path `lock_path`, as arriving until the returned value is
+/// dropped.
+pub fn arrive(lock_path: &Path, name: &OsStr, sequence: u64) -> Arrival {
     table()
         .arriving
         .entry(name.to_os_string())
         .or_default()
-        .push(sequence);
+        .push((sequence, lock_path.to_path_buf()));
     Arrival {
         name: name.to_os_string(),
         sequence,
@@ -183,7 +197,7 @@ impl Drop for Arrival {
     fn drop(&mut self) {
         let mut table = table();
         if let Some(sequences) = table.arriving.get_mut(&self.name) {
-            if let Some(at) = sequences.iter().position(|s| *s == self.sequence) {
+            if let Some(at) = sequences.iter().position(|(s, _)| *s == self.sequence) {
                 sequences.swap_remove(at);
             }
             if sequences.is_empty() {
@@ -364,12 +378,15 @@ pub enum Turn {
     /// First in its queue, but an acquisition of a lock of its name that
     /// asked before it is still on its way to a queue (it could be this
     /// one, see [`Arrival`]): it is woken when that one gets there. The
-    /// caller bounds how long it lets it go first ([`ARRIVAL_GRACE`]).
-    AfterArrival,
+    /// caller bounds how long it lets it go first: by its own budget when
+    /// one of them was called with its lock path (`same_path`), else by
+    /// [`ARRIVAL_GRACE`].
+    AfterArrival { same_path: bool },
 }
 
-/// Where the ticket stands in its queue (see [`Turn`]).
-pub fn turn(ticket: &Ticket) -> Turn {
+/// Where the ticket, of an acquisition called with `lock_path`, stands in
+/// its queue (see [`Turn`]).
+pub fn turn(ticket: &Ticket, lock_path: &Path) -> Turn {
     let table = table();
     let first = table
         .queues
@@ -379,7 +396,11 @@ pub fn turn(ticket: &Ticket) -> Turn {
     if !first {
         Turn::Behind
     } else if table.arrives_before(&ticket.key.name, ticket.id) {
-        Turn::AfterArrival
+        Turn::AfterArrival {
+            same_path: table
+                .earlier_arrivals(&ticket.key.name, ticket.id)
+                .any(|path| path == lock_path),
+        }
     } else {
         Turn::Head
     }
@@ -424,6 +445,15 @@ mod tests {
         }
     }
 
+    /// The lock path of `name` that the tests' own acquisitions are
+    /// called with, and one of another directory.
+    fn here(name: &OsStr) -> PathBuf {
+        Path::new("/here").join(name)
+    }
+    fn elsewhere(name: &OsStr) -> PathBuf {
+        Path::new("/elsewhere").join(name)
+    }
+
     /// Whether `wake` is signalled (or holds a permit) within a second.
     fn woken_soon(wake: &Wake) -> bool {
         tokio::runtime::Builder::new_current_thread()
@@ -437,7 +467,7 @@ mod tests {
     #[test]
     fn nobody_goes_ahead_while_an_acquisition_of_that_name_is_arriving_or_queued() {
         let key = test_key();
-        let arriving = arrive(&key.name, next_id());
+        let arriving = arrive(&elsewhere(&key.name), &key.name, next_id());
         assert!(
             !nobody_waits_for(&key),
             "an arriving acquisition of this name may be for this key"
@@ -453,8 +483,8 @@ mod tests {
     fn an_arrival_for_another_name_holds_nobody_up() {
         let key = test_key();
         let other = OsString::from(format!("other-{}.lock", next_id()));
-        let arriving = arrive(&other, next_id());
-        let twice = arrive(&other, next_id());
+        let arriving = arrive(&elsewhere(&other), &other, next_id());
+        let twice = arrive(&elsewhere(&other), &other, next_id());
         assert!(
             nobody_waits_for(&key),
             "another lock name can never be the same lock"
@@ -472,25 +502,52 @@ mod tests {
     fn a_queued_acquisition_is_no_head_while_one_that_asked_before_it_arrives() {
         let key = test_key();
         let (first, second) = (next_id(), next_id());
-        let arriving = arrive(&key.name, first);
+        let arriving = arrive(&elsewhere(&key.name), &key.name, first);
         let wake = Wake::new();
         let later = enqueue(key.clone(), second, wake.clone());
         assert_eq!(
-            turn(&later),
-            Turn::AfterArrival,
+            turn(&later, &here(&key.name)),
+            Turn::AfterArrival { same_path: false },
             "the earlier caller may be for this lock"
         );
         drop(arriving);
-        assert_eq!(turn(&later), Turn::Head, "it went elsewhere (or ended)");
+        assert_eq!(
+            turn(&later, &here(&key.name)),
+            Turn::Head,
+            "it went elsewhere (or ended)"
+        );
         assert!(
             woken_soon(&wake),
             "the waiting head is woken when the arrival ends"
         );
         // An arrival that asked after the head holds it up no more than
         // any newcomer does.
-        let newer = arrive(&key.name, next_id());
-        assert_eq!(turn(&later), Turn::Head);
+        let newer = arrive(&elsewhere(&key.name), &key.name, next_id());
+        assert_eq!(turn(&later, &here(&key.name)), Turn::Head);
         drop(newer);
+        dequeue(&later);
+    }
+
+    #[test]
+    fn an_earlier_caller_of_the_same_lock_path_is_named_so() {
+        let key = test_key();
+        let (first, second, third) = (next_id(), next_id(), next_id());
+        let same = arrive(&here(&key.name), &key.name, first);
+        let other = arrive(&elsewhere(&key.name), &key.name, second);
+        let later = enqueue(key.clone(), third, Wake::new());
+        assert_eq!(
+            turn(&later, &here(&key.name)),
+            Turn::AfterArrival { same_path: true },
+            "one of them was called with this very path"
+        );
+        drop(same);
+        assert_eq!(
+            turn(&later, &here(&key.name)),
+            Turn::AfterArrival { same_path: false },
+            "the one left may be for this lock, through another path"
+        );
+        drop(other);
+        assert_eq!(turn(&later, &here(&key.name)), Turn::Head);
         dequeue(&later);
     }
 
@@ -500,12 +557,12 @@ mod tests {
         let (earlier, ours) = (next_id(), next_id());
         // Nobody on the way: no wait at all; a caller after us is none of
         // our business.
-        let later = arrive(&key.name, next_id());
+        let later = arrive(&elsewhere(&key.name), &key.name, next_id());
         assert!(await_earlier_arrivals(&key.name, ours));
         drop(later);
         // An earlier caller that reaches its queue (another thread, a moment
         // later): the wait ends when it does, and says so.
-        let arriving = arrive(&key.name, earlier);
+        let arriving = arrive(&elsewhere(&key.name), &key.name, earlier);
         let arrived = Arc::new(AtomicBool::new(false));
         let arriver = std::thread::spawn({
             let arrived = arrived.clone();
@@ -523,7 +580,7 @@ mod tests {
         arriver.join().unwrap();
         // One that does not arrive within the grace: the answer is that it
         // is still on its way.
-        let stuck = arrive(&key.name, earlier);
+        let stuck = arrive(&elsewhere(&key.name), &key.name, earlier);
         assert!(!await_earlier_arrivals(&key.name, ours));
         drop(stuck);
     }
@@ -536,12 +593,12 @@ mod tests {
         let third = enqueue(key.clone(), 30, Wake::new());
         let first = enqueue(key.clone(), 10, Wake::new());
         let second = enqueue(key.clone(), 20, second_wake.clone());
-        assert_eq!(turn(&first), Turn::Head);
-        assert_eq!(turn(&second), Turn::Behind);
+        assert_eq!(turn(&first, &here(&key.name)), Turn::Head);
+        assert_eq!(turn(&second, &here(&key.name)), Turn::Behind);
         // A waiter behind the head leaving does not disturb the order.
         dequeue(&third);
         dequeue(&first);
-        assert_eq!(turn(&second), Turn::Head);
+        assert_eq!(turn(&second, &here(&key.name)), Turn::Head);
         // The permit stored by dequeue(first) wakes the second waiter at once.
         assert!(woken_soon(&second_wake), "the new head is woken");
         dequeue(&second);
