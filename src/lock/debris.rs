@@ -339,10 +339,19 @@ fn remove_judged(
 fn record_status(record: &crate::lock::record::OwnerRecord, judge: &Judge, root: RootId) -> Status {
     match judge {
         Judge::Kernel => status_of(liveness_of(record, &Observer::local())),
+        // A caller's probe answers for a pid of this system only: one
+        // of another pid namespace, kernel or boot is judged as the
+        // kernel judges it, without a probe (a probe finds another
+        // process, or none, under that number here).
         Judge::Given {
             status,
             root: shown,
-        } if *shown == root => *status,
+        } if *shown == root => {
+            match crate::lock::verdict::probeable_pid(record, &Observer::local()) {
+                Ok(_) => *status,
+                Err(decided) => status_of(decided),
+            }
+        }
         Judge::Given { .. } => Status::Unknown,
     }
 }
@@ -795,6 +804,31 @@ mod tests {
             assert!(decide_in(&root, &old, &Judge::Kernel, true).removed);
         });
         assert_eq!(listing(&root), vec![young]);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_given_verdict_does_not_speak_for_a_pid_of_another_namespace() {
+        let root = tempdir("debris-given-ns");
+        // A waiter's record written in another pid namespace (a container):
+        // its pid means nothing here, whatever a probe of this system says.
+        let pid = dead_pid();
+        let name = format!("f.lock.pending.{pid}.{UUID}");
+        let record = format!(r#"{{"pid":{pid},"timestamp":1,"pid_ns":"pid:[1]"}}"#);
+        plant(&root, &name, Some(&record));
+        without_flock(|| {
+            let shown = decide_in(&root, &name, &Judge::Kernel, false);
+            assert_eq!(shown.status, Status::Unknown);
+            let judge = Judge::Given {
+                status: Status::Dead,
+                root: shown.root.unwrap(),
+            };
+            let decision = decide_in(&root, &name, &judge, true);
+            assert!(!decision.removed, "a probe's dead removed it");
+            assert_eq!(decision.status, Status::Unknown);
+        });
+        assert_eq!(listing(&root), vec![name]);
         std::fs::remove_dir_all(root).unwrap();
     }
 

@@ -130,22 +130,10 @@ impl Liveness {
 
 /// The liveness of a record's owner, as `observer` sees it.
 pub fn liveness_of(record: &OwnerRecord, observer: &Observer<'_>) -> Liveness {
-    let Some(pid) = record.pid_u32() else {
-        return Liveness::Unknown;
+    let pid = match probeable_pid(record, observer) {
+        Ok(pid) => pid,
+        Err(decided) => return decided,
     };
-    if written_under_another_os(record) {
-        return Liveness::ForeignKernel;
-    }
-    if let (Some(theirs), Some(ours)) = (record.boot_id.as_deref(), observer.boot_id.as_deref())
-        && theirs != ours
-    {
-        return boot_of(record, observer);
-    }
-    if let Some(theirs) = record.pid_ns.as_deref()
-        && observer.pid_ns.map(|ours| ours.to_string()).as_deref() != Some(theirs)
-    {
-        return Liveness::ForeignNamespace;
-    }
     match (observer.probe)(pid) {
         Probe::Running { start_ticks } => {
             let same = match (record.start_ticks(), start_ticks) {
@@ -163,6 +151,32 @@ pub fn liveness_of(record: &OwnerRecord, observer: &Observer<'_>) -> Liveness {
         Probe::Gone => Liveness::Dead,
         Probe::Unknown => Liveness::Unknown,
     }
+}
+
+/// The record's pid, when a probe of it here can tell whether its owner
+/// lives; else the liveness decided without one: no pid, a record of another
+/// OS, another boot or another kernel, or of another pid namespace (there
+/// the pid names nobody a probe of this system finds: a process with that
+/// pid here, or none, proves nothing). Whoever probes — the kernel, or a
+/// caller's probe — answers only for a pid this gives.
+pub fn probeable_pid(record: &OwnerRecord, observer: &Observer<'_>) -> Result<u32, Liveness> {
+    let Some(pid) = record.pid_u32() else {
+        return Err(Liveness::Unknown);
+    };
+    if written_under_another_os(record) {
+        return Err(Liveness::ForeignKernel);
+    }
+    if let (Some(theirs), Some(ours)) = (record.boot_id.as_deref(), observer.boot_id.as_deref())
+        && theirs != ours
+    {
+        return Err(boot_of(record, observer));
+    }
+    if let Some(theirs) = record.pid_ns.as_deref()
+        && observer.pid_ns.map(|ours| ours.to_string()).as_deref() != Some(theirs)
+    {
+        return Err(Liveness::ForeignNamespace);
+    }
+    Ok(pid)
 }
 
 /// A record written under another OS's kernel: its incarnation (or a
