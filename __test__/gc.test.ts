@@ -22,6 +22,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
+  acquireLock,
   type FileLockOwnerToken,
   genericFileLockDirIsStale,
   genericFileLockDirStaleVerdict,
@@ -152,6 +153,20 @@ describe("removeFileLockDirForGc", () => {
     const observation = await readFileLockObservationForGc(lockDir);
     expect(await removeFileLockDirForGc(lockDir, observation!.info)).toBe("removed");
     expect(exists(lockDir)).toBe(false);
+  });
+
+  it("refuses (owner_changed) a lock whose exactlock holder lives, whatever the caller judged: the holder keeps its directory's flock", async () => {
+    // A verdict can be wrong (a clock stepped, a time namespace, another
+    // kernel sharing the volume); the removal itself still proves the
+    // holder gone. Before: removed under the live holder, whose release
+    // then failed with EMISSING.
+    const file = path.join(makeRoot(), "state.json");
+    const release = await acquireLock(file);
+    const observation = await readFileLockObservationForGc(lockPathOf(file));
+    expect(await removeFileLockDirForGc(lockPathOf(file), observation!.info, observation!.identity)).toBe("owner_changed");
+    expect(exists(lockPathOf(file))).toBe(true);
+    await release();
+    expect(exists(lockPathOf(file))).toBe(false);
   });
 
   it("#75 refuses (owner_changed) when a live owner has reclaimed the same path", async () => {

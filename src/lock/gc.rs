@@ -14,6 +14,7 @@ use crate::sys::os::io::Errno;
 use crate::fs::fsx;
 use crate::fs::tree;
 use crate::lock::acquire::{lock_path_of, now_ns};
+use crate::lock::guard::{self, Guarded};
 use crate::lock::identity::LockDirIdentity;
 use crate::lock::observe::{Observation, ObserveError, Owner, observe};
 use crate::lock::record::OwnerRecord;
@@ -157,6 +158,16 @@ pub fn remove_for_gc(
     if LockDirIdentity::of_snapshot(&snapshot).as_ref() != Some(identity) {
         return GcRemoval::OwnerChanged;
     }
+    // The reclaim guard, as a reclaiming waiter takes it: a live exactlock
+    // holder keeps its directory's `flock` for the lock's life (and a
+    // reclaimer or a remover, for their work), so whatever the caller
+    // judged, a lock whose holder lives is not removed (`owner_changed`:
+    // not the dead generation judged), and this removal does not race a
+    // reclaimer that is exchanging the same directory. Held to the end.
+    let _guard = match guard::guard_judged(parent.as_fd(), &name, &snapshot) {
+        Guarded::Acquired(guard) => guard,
+        Guarded::Busy | Guarded::Gone => return GcRemoval::OwnerChanged,
+    };
     // In place, never by detaching the name (see `acquire::take_over`):
     // a successor that takes the name is never moved away from it.
     let outcome = tree::remove_tree_in_place_at(parent.as_fd(), &name, &snapshot);
