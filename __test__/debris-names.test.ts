@@ -103,6 +103,32 @@ describe("nothing is deleted because of its name", () => {
   });
 });
 
+describe("names not derived from a lock's are no debris", () => {
+  it("another program's empty `notes.pending.<dead pid>.<uuid>` and dead-record `backup.removing` survive acquisitions, the staging reaper and `exactlock gc`", async () => {
+    // Before: the first acquisition in the directory removed all three
+    // (an empty directory on its name alone), though no lock's name
+    // (`<file>.lock`) is theirs.
+    const root = tempRoot("exactlock-names-");
+    const file = path.join(root, "state.json");
+    const dead = deadPid();
+    const deadRecord = legacyRecordBytes({ pid: dead, start_time: "Wed Dec  2 08:36:20 2026" });
+    const planted = [
+      path.join(root, `notes.pending.${dead}.${randomUUID()}`),
+      dirWithInfo(path.join(root, "backup.removing"), deadRecord),
+      dirWithInfo(path.join(root, `notes.removing.${dead}.${randomUUID()}`), deadRecord),
+    ];
+    fs.mkdirSync(planted[0]!, { mode: 0o700 });
+    const old = new Date(Date.now() - 3_600_000);
+    for (const dir of planted) fs.utimesSync(dir, old, old);
+    const before = Object.fromEntries(planted.map((p) => [p, contentOf(p)]));
+    expect(await inAnotherProcess(file, PATIENT, 2)).toMatchObject({ ok: true, cycles: 2 });
+    await cycle(file, 0);
+    const collected = await runGc(root);
+    expect(collected.code, collected.stderr).toBe(0);
+    expect(Object.fromEntries(planted.map((p) => [p, contentOf(p)]))).toEqual(before);
+  });
+});
+
 describe("a squatter at F.lock.removing never wedges a release", () => {
   const squatters: Array<[string, (root: string, at: string) => void]> = [
     [

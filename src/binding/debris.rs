@@ -218,7 +218,7 @@ fn unverified(path: &str) -> StagingResultJs {
 #[napi]
 pub fn staging_owner_pid(name: String) -> Option<u32> {
     match debris::classify_name(OsStr::new(&name)) {
-        Some((lock, Kind::Staging, pid)) if lock.to_string_lossy().ends_with(".lock") => pid,
+        Some((_, Kind::Staging, pid)) => pid,
         _ => None,
     }
 }

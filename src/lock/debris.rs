@@ -149,19 +149,25 @@ impl RootId {
     }
 }
 
-/// The lock a candidate name belongs to, and its kind and pid.
+/// The lock a candidate name belongs to, and its kind and pid. Only a name
+/// derived from a lock's (`<file>.lock` and a tag: every lock's name ends
+/// in `.lock`) is a candidate: another program's `notes.pending.<pid>.<uuid>`
+/// or `backup.removing` is none of ours, whatever it holds.
 pub fn classify_name(name: &OsStr) -> Option<(&OsStr, Kind, Option<u32>)> {
-    if let Some((lock, pid)) = fsx::parse_tagged_name(name, STAGING_TAG) {
-        return Some((lock, Kind::Staging, Some(pid)));
-    }
-    if let Some((lock, pid)) = fsx::parse_tagged_name(name, QUARANTINE_TAG) {
-        return Some((lock, Kind::Quarantine, Some(pid)));
-    }
-    let lock = name
+    let (lock, kind, pid) = if let Some((lock, pid)) = fsx::parse_tagged_name(name, STAGING_TAG) {
+        (lock, Kind::Staging, Some(pid))
+    } else if let Some((lock, pid)) = fsx::parse_tagged_name(name, QUARANTINE_TAG) {
+        (lock, Kind::Quarantine, Some(pid))
+    } else {
+        let lock = name
+            .as_encoded_bytes()
+            .strip_suffix(LEGACY_QUARANTINE_SUFFIX)?;
+        (crate::sys::os::os_str(lock)?, Kind::LegacyQuarantine, None)
+    };
+    let base = lock
         .as_encoded_bytes()
-        .strip_suffix(LEGACY_QUARANTINE_SUFFIX)?;
-    let lock = crate::sys::os::os_str(lock).filter(|lock| !lock.is_empty())?;
-    Some((lock, Kind::LegacyQuarantine, None))
+        .strip_suffix(crate::lock::names::LOCK_SUFFIX.as_bytes())?;
+    (!base.is_empty()).then_some((lock, kind, pid))
 }
 
 /// How a decision may treat the owner: the default asks the kernel; a
@@ -578,6 +584,11 @@ mod tests {
                 Some(("f.lock", Kind::LegacyQuarantine, None)),
             ),
             ("f.lock.pending.interrupted".to_string(), None),
+            // Not derived from a lock's name: another program's.
+            (format!("notes.pending.12.{UUID}"), None),
+            (format!("notes.removing.9.{UUID}"), None),
+            ("backup.removing".to_string(), None),
+            (".lock.removing".to_string(), None),
             ("f.lock".to_string(), None),
             (".removing".to_string(), None),
         ] {
