@@ -329,6 +329,7 @@ pub fn publish_or_stage(
             parent,
             parent_id,
             name: staging,
+            info_seen: record_seen(&staged.tree),
             root: Some(staged.root),
             info: Some(info),
             len: record.len(),
@@ -499,8 +500,13 @@ pub struct Staged {
     /// `None` once published: it became the lock directory.
     root: Option<OwnedFd>,
     /// The record, kept open so its timestamp can be renewed in place;
-    /// closed (taken) before the staging directory is removed.
+    /// closed (taken) before the staging directory is removed. On Windows
+    /// closed before each rename too (see [`Staged::renew`]), and reopened
+    /// by name for the next renewal.
     info: Option<OwnedFd>,
+    /// The record as last written (inode, ctime): one reopened by name
+    /// must still be it, unchanged since.
+    info_seen: (u64, i128),
     len: usize,
 }
 
@@ -531,6 +537,7 @@ impl Staged {
             parent,
             parent_id,
             name: stage.name,
+            info_seen: record_seen(&stage.published.tree),
             root: Some(stage.published.root),
             info: Some(stage.info),
             len: record.len(),
@@ -602,9 +609,16 @@ impl Staged {
     /// directory.
     fn renew(&mut self, record: &[u8]) -> Result<Option<(TreeSnapshot, Stat)>, PublishError> {
         debug_assert_eq!(record.len(), self.len);
-        let (Some(root), Some(info)) = (self.root.as_ref(), self.info.as_ref()) else {
+        let Some(root) = self.root.as_ref() else {
             return Ok(None);
         };
+        if self.info.is_none() {
+            match reopen_record(root.as_fd(), self.info_seen, self.len) {
+                Some(info) => self.info = Some(info),
+                None => return Ok(None),
+            }
+        }
+        let info = self.info.as_ref().expect("opened above");
         write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
         // Observed before the rename, which changes neither inode's
         // identity nor the record's times: once the name is ours, nothing
@@ -616,6 +630,14 @@ impl Staged {
             &fs::fstat(info).map_err(PublishError::Os)?,
             record,
         );
+        // NTFS and FAT refuse to rename a directory while a file below it
+        // is open (`STATUS_ACCESS_DENIED`, whatever the sharing): the
+        // record is closed before the rename that follows, and reopened by
+        // the next renewal if that rename does not publish.
+        self.info_seen = record_seen(&tree);
+        if cfg!(windows) {
+            self.info = None;
+        }
         // The staging name must still be our directory: it waited in a
         // shared directory for as long as the lock was held, and whatever
         // the rename moves becomes the lock. (A swap after this look is
@@ -730,6 +752,34 @@ pub enum PastCache {
     Unknown,
     /// The staging directory is gone: stage again.
     Lost,
+}
+
+/// The inode and ctime of the record in a staged tree.
+fn record_seen(tree: &TreeSnapshot) -> (u64, i128) {
+    tree.entries
+        .iter()
+        .find(|entry| entry.relative_path == INFO_NAME)
+        .map_or((0, 0), |entry| (entry.ino, entry.ctime_ns))
+}
+
+/// The staged record reopened for writing by name in its directory `root`:
+/// never through a link, and only if it is still the file we last wrote
+/// (`seen`: its inode and ctime; `len` bytes), untouched since; `None`
+/// otherwise (the staging is lost: stage afresh).
+fn reopen_record(root: BorrowedFd<'_>, seen: (u64, i128), len: usize) -> Option<OwnedFd> {
+    let info = fs::openat(
+        root,
+        INFO_NAME,
+        OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    fs::fstat(&info)
+        .is_ok_and(|stat| {
+            (fsx::ino_of(&stat), fsx::ctime_ns(&stat)) == seen
+                && u64::try_from(len).is_ok_and(|len| fsx::size_of(&stat) == len)
+        })
+        .then_some(info)
 }
 
 impl Drop for Staged {
@@ -951,6 +1001,63 @@ mod tests {
         assert_eq!(listing(&root).len(), 2);
         drop(waiting);
         assert_eq!(listing(&root), ["f.lock"]);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_staged_record_is_reopened_by_name_only_while_it_is_the_one_we_made() {
+        let root = tempdir("staged-reopen");
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        let lock = OsStr::new("f.lock");
+        write_lock(&root.join("f.lock"), b"held");
+        let staging_of = |root: &Path| {
+            listing(root)
+                .into_iter()
+                .find(|name| name != "f.lock")
+                .expect("a staging")
+        };
+        let mut staged = Staged::new(parent.as_fd(), lock, b"{\"timestamp\":1}").unwrap();
+        assert!(matches!(
+            staged.publish(lock, b"{\"timestamp\":2}"),
+            Ok(StagedPublication::Contended)
+        ));
+        // NTFS refuses to rename a directory with a file open below it: on
+        // Windows nothing of ours stays open in the staging across (and
+        // after) the rename, which an open sharing nothing proves.
+        #[cfg(windows)]
+        {
+            use std::os::windows::fs::OpenOptionsExt;
+            let info = root.join(staging_of(&root)).join("info");
+            let exclusive = std::fs::OpenOptions::new()
+                .read(true)
+                .share_mode(0)
+                .open(&info);
+            assert!(exclusive.is_ok(), "the record is still open: {exclusive:?}");
+        }
+        // Closed (as on Windows after each rename): the renewal reopens it.
+        staged.info = None;
+        std::fs::remove_dir_all(root.join("f.lock")).unwrap();
+        let Ok(StagedPublication::Published(won)) = staged.publish(lock, b"{\"timestamp\":3}")
+        else {
+            panic!("the reopened record publishes");
+        };
+        assert_eq!(
+            std::fs::read(root.join("f.lock/info")).unwrap(),
+            b"{\"timestamp\":3}"
+        );
+        // A record replaced by another file meanwhile is not written to:
+        // the staging is lost, the file left as it was.
+        let mut staged = Staged::new(parent.as_fd(), lock, b"{\"timestamp\":4}").unwrap();
+        staged.info = None;
+        let info = root.join(staging_of(&root)).join("info");
+        std::fs::remove_file(&info).unwrap();
+        std::fs::write(&info, b"someone else's").unwrap();
+        assert!(matches!(
+            staged.publish(lock, b"{\"timestamp\":5}"),
+            Ok(StagedPublication::Lost)
+        ));
+        assert_eq!(std::fs::read(&info).unwrap(), b"someone else's");
+        drop((staged, won));
         std::fs::remove_dir_all(root).unwrap();
     }
 
