@@ -181,13 +181,18 @@ pub fn probeable_pid(record: &OwnerRecord, observer: &Observer<'_>) -> Result<u3
 
 /// A record written under another OS's kernel: its incarnation (or a
 /// `start_time` written as one) is another platform's (`windows:` read on
-/// Linux, `linux:` read on Windows), or it carries a boot id where this OS
-/// names no boot (a unix record read on Windows). Its pid names nobody we
-/// can probe: a local process with that pid, or none, proves nothing.
+/// Linux, `linux:` read on Windows), it carries a boot id where this OS
+/// names no boot, or a `start_time` in `ps -o lstart`'s form where the
+/// original writes an incarnation instead (the original module's unix
+/// record read on Windows). Its pid names nobody we can probe: a local
+/// process with that pid, or none, proves nothing.
 fn written_under_another_os(record: &OwnerRecord) -> bool {
     let foreign = |value: Option<&str>| value.is_some_and(incarnation::is_foreign_incarnation);
     foreign(record.process_incarnation.as_deref())
         || foreign(record.canonical_start_time())
+        || record
+            .canonical_start_time()
+            .is_some_and(incarnation::is_foreign_lstart)
         || (record.boot_id.is_some() && !incarnation::names_its_boot())
 }
 
@@ -374,8 +379,15 @@ mod tests {
     /// process that started `T0_SECS` ticks after boot renders as `T0`.
     const T0_SECS: u64 = 1_796_200_580;
 
+    /// The original module's `start_time` of a process started at
+    /// [`T0_SECS`], as it writes it on this OS: `ps -o lstart`'s text, or
+    /// on Windows the incarnation (here, of `T0_SECS` ticks).
     fn t0() -> String {
-        format_lstart(T0_SECS).unwrap()
+        if native::START_TIME_IS_INCARNATION {
+            format!("{}{T0_SECS}", native::INCARNATION_PREFIX.unwrap())
+        } else {
+            format_lstart(T0_SECS).unwrap()
+        }
     }
 
     fn record(host: Option<&str>, start: Option<&str>, format: Option<&str>) -> OwnerRecord {
@@ -394,12 +406,17 @@ mod tests {
     /// and where the OS has them, the boot and the pid namespace.
     fn incarnated(ticks: u64, boot: &str, ns: u64) -> OwnerRecord {
         let prefix = native::INCARNATION_PREFIX;
+        let incarnation = prefix.map(|prefix| format!("{prefix}{ticks}"));
+        let start_time = match &incarnation {
+            Some(incarnation) if native::START_TIME_IS_INCARNATION => incarnation.clone(),
+            _ => t0(),
+        };
         OwnerRecord {
-            process_incarnation: prefix.map(|prefix| format!("{prefix}{ticks}")),
+            process_incarnation: incarnation,
             start_ticks: prefix.is_none().then_some(ticks),
             boot_id: native::HAS_BOOT_ID.then(|| boot.to_string()),
             pid_ns: native::HAS_BOOT_ID.then(|| ns.to_string()),
-            ..record(None, Some(&t0()), Some("utc-v1"))
+            ..record(None, Some(&start_time), Some("utc-v1"))
         }
     }
 
@@ -467,8 +484,11 @@ mod tests {
             boot_id: Some(BOOT.into()),
             ..record(None, Some(&t0()), Some("utc-v1"))
         };
+        // The original module's unix record (an `lstart` start time, no
+        // incarnation, no boot id: WSL2 on `/mnt/c`), read on Windows.
+        let unix_original = record(None, format_lstart(T0_SECS).as_deref(), Some("utc-v1"));
         let foreigners = if cfg!(windows) {
-            vec![&linux]
+            vec![&linux, &unix_original]
         } else {
             vec![&by_incarnation, &by_start_time]
         };
@@ -532,7 +552,9 @@ mod tests {
         // Same ticks: alive, even with a start_time an hour off (the clock
         // moved, the process did not).
         let mut stepped = ours.clone();
-        stepped.start_time = format_lstart(T0_SECS + 3600);
+        if !native::START_TIME_IS_INCARNATION {
+            stepped.start_time = format_lstart(T0_SECS + 3600);
+        }
         assert_eq!(liveness(&stepped, running(777)), Liveness::Live);
         // Other ticks: another process has the pid.
         assert_eq!(liveness(&ours, running(778)), Liveness::PidReused);
@@ -599,6 +621,8 @@ mod tests {
         );
     }
 
+    // `ps -o lstart`'s rule: on Windows such a start time is another OS's.
+    #[cfg(unix)]
     #[test]
     fn a_legacy_start_time_within_the_clock_slack_is_the_same_process() {
         let at = |secs: u64| record(None, format_lstart(secs).as_deref(), Some("utc-v1"));

@@ -118,6 +118,14 @@ pub fn is_foreign_incarnation(value: &str) -> bool {
         .any(|prefix| value.starts_with(prefix) && native::INCARNATION_PREFIX != Some(prefix))
 }
 
+/// Whether a canonical `start_time` in `ps -o lstart`'s form was written
+/// under another OS's kernel: where the original writes its `start_time`
+/// as an incarnation (Windows), one in `lstart`'s form is a unix writer's,
+/// and no local start time can be compared with it.
+pub fn is_foreign_lstart(start_time: &str) -> bool {
+    native::START_TIME_IS_INCARNATION && crate::sys::lstart::parse_lstart(start_time).is_some()
+}
+
 /// Whether this OS names its boots (a record carrying a boot id where it
 /// names none was written under another kernel).
 pub fn names_its_boot() -> bool {

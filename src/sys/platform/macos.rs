@@ -59,6 +59,10 @@ pub const HAS_PID_NAMESPACES: bool = false;
 /// it): `kern.bootsessionuuid`.
 pub const HAS_BOOT_ID: bool = true;
 
+/// Whether a record's `start_time` written here is an incarnation
+/// (`windows:<FILETIME>`) rather than `ps -o lstart`'s text: not here.
+pub const START_TIME_IS_INCARNATION: bool = false;
+
 /// The most decimal digits a pid can have: the kernel's `PID_MAX` is
 /// 99999.
 pub const PID_MAX_DIGITS: usize = 5;

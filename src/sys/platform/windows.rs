@@ -71,6 +71,12 @@ pub const HAS_PID_NAMESPACES: bool = false;
 /// it): none is documented; a creation FILETIME is absolute, so a pid of an earlier boot cannot match one anyway.
 pub const HAS_BOOT_ID: bool = false;
 
+/// Whether a record's `start_time` written here is an incarnation: the
+/// original module writes `windows:<creation FILETIME>` on Windows, so a
+/// `start_time` in `ps -o lstart`'s form was written under a unix kernel
+/// (WSL2, or a Mac or Linux box sharing the volume).
+pub const START_TIME_IS_INCARNATION: bool = true;
+
 /// The most decimal digits a pid can have: a pid is a `DWORD`, at most
 /// 4294967295.
 pub const PID_MAX_DIGITS: usize = 10;

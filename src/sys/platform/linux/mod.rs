@@ -34,6 +34,10 @@ pub const HAS_PID_NAMESPACES: bool = true;
 /// it): `/proc/sys/kernel/random/boot_id`.
 pub const HAS_BOOT_ID: bool = true;
 
+/// Whether a record's `start_time` written here is an incarnation
+/// (`windows:<FILETIME>`) rather than `ps -o lstart`'s text: not here.
+pub const START_TIME_IS_INCARNATION: bool = false;
+
 /// The most decimal digits a pid can have: `pid_max` may be raised to at
 /// most `PID_MAX_LIMIT`, 4194304 (2^22) on 64-bit kernels (32768 on
 /// 32-bit ones), whatever this machine's `pid_max` is now.
