@@ -15,9 +15,9 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { acquireLock, FileLockAcquireError, inspectLock } from "../lib/index.ts";
-import { Child, cleanup, spawnHolder, tempRoot } from "./fixtures/children.ts";
-import { fixture, lockNames, rootOrSkip } from "./kernel-helpers.ts";
+import { acquireLock, FileLockAcquireError, inspectLock, processStartTime } from "../lib/index.ts";
+import { Child, cleanup, spawnHolder, spawnSleeper, tempRoot } from "./fixtures/children.ts";
+import { fixture, legacyRecordBytes, lockNames, rootOrSkip } from "./kernel-helpers.ts";
 
 afterEach(cleanup);
 
@@ -88,5 +88,26 @@ describe("time namespaces", () => {
     holder.send("release");
     expect(await holder.nextLine("released")).toMatch(/^released /);
     expect(lockNames(root, "state.json")).toEqual([]);
+  });
+
+  it("waiter in a child time namespace: a live holder of the original module's format (an lstart start time) is live, never reclaimed", async () => {
+    // The start time a waiter computes for the pid must be `ps -o lstart`'s
+    // as run where it runs: the probe's ticks in the initial namespace's
+    // terms with the btime of the waiter's namespace were off by its
+    // offset, so the live holder looked "pid reused" and its lock was
+    // taken (helper-21).
+    if (!timeNamespaces()) return;
+    const root = tempRoot("exactlock-timens-");
+    const file = path.join(root, "state.json");
+    const holder = await spawnSleeper();
+    const record = legacyRecordBytes({ pid: holder.pid, start_time: processStartTime(holder.pid)! });
+    fs.mkdirSync(`${file}.lock`, { mode: 0o700 });
+    fs.writeFileSync(`${file}.lock/info`, record, { mode: 0o600 });
+
+    const waiter = inChildTimeNamespace("try-acquire.mjs", [file, JSON.stringify(SHORT)]);
+    const outcome = JSON.parse(await waiter.nextLine("{"));
+    expect(outcome).toMatchObject({ ok: false, stage: "acquire", code: "ELOCKED" });
+    expect(outcome.holderInfo).toMatchObject({ pid: holder.pid, liveness: "live" });
+    expect(fs.readFileSync(`${file}.lock/info`, "utf8")).toBe(record);
   });
 });

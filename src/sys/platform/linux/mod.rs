@@ -74,7 +74,7 @@ pub fn own_start() -> Result<OwnStart, ProcMissing> {
         Err(_) => None,
     };
     Ok(OwnStart {
-        start_secs: seen.and_then(procfs::start_secs),
+        start_secs: seen.and_then(procfs::seen_start_secs),
         start_ticks: seen.and_then(procfs::root_ticks),
     })
 }

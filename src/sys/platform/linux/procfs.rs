@@ -261,14 +261,25 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
 /// The wall-clock start, in seconds since the epoch, of `pid` as `ps -o
 /// lstart=` computes it (zombies included).
 pub fn start_secs_of(pid: u32) -> Option<u64> {
-    start_secs(stat_of(pid)?.start_ticks)
+    seen_start_secs(stat_of(pid)?.start_ticks)
+}
+
+/// The wall-clock start, in seconds since the epoch, of a process whose
+/// start is `root` ticks in the initial time namespace's terms (a probe's,
+/// see [`root_ticks`]), as `ps -o lstart=` run here prints it: the ticks as
+/// `/proc` shows them to us again, then [`seen_start_secs`]. (Those ticks
+/// with our `btime` would be off by our time namespace's offset: `btime`
+/// moves the other way.)
+pub fn start_secs(root: u64) -> Option<u64> {
+    let seen = u64::try_from(i128::from(root) + own_boottime_offset_ticks()).ok()?;
+    seen_start_secs(seen)
 }
 
 /// The wall-clock start, in seconds since the epoch, of a process that
 /// started `start_ticks` clock ticks after boot (as `/proc` shows them to
 /// us), with `btime` as it is now: procps-ng's `btime + ticks / Hertz`,
 /// both integers, so the division truncates.
-pub fn start_secs(start_ticks: u64) -> Option<u64> {
+pub fn seen_start_secs(start_ticks: u64) -> Option<u64> {
     let hertz = Some(rustix::param::clock_ticks_per_second()).filter(|&hz| hz > 0)?;
     boot_secs()?.checked_add(start_ticks / hertz)
 }
