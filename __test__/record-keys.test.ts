@@ -144,7 +144,9 @@ describe("records with the new keys (process_incarnation, boot_id, pid_ns)", () 
   it("with this boot and namespace but other start ticks: the pid was reused, reclaimed at once", async () => {
     const { root, file } = setup();
     const owner = await liveOwner();
-    const otherTicks = String(Number(owner.ticks) + 1);
+    // Two ticks on: one tick apart is taken for the same start, rounded
+    // differently (a time namespace's fractional offset).
+    const otherTicks = String(Number(owner.ticks) + 2);
     const lockPath = publishLikeOriginal(file, newRecordBytes({ ...owner, ticks: otherTicks }));
     await expectReclaimedAtOnce(file, lockPath, root);
   });

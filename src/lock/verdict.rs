@@ -137,7 +137,13 @@ pub fn liveness_of(record: &OwnerRecord, observer: &Observer<'_>) -> Liveness {
     match (observer.probe)(pid) {
         Probe::Running { start_ticks } => {
             let same = match (record.start_ticks(), start_ticks) {
-                (Some(recorded), Some(now)) => recorded == now,
+                // One tick apart is the same start: a time namespace whose
+                // boottime offset is not a whole number of ticks (a restored
+                // checkpoint sets it to the nanosecond) rounds the holder's
+                // ticks and ours differently. A pid reused by a process
+                // started within one tick of the first is out of reach: the
+                // pid must come round the whole pid space in between.
+                (Some(recorded), Some(now)) => recorded.abs_diff(now) <= 1,
                 (Some(_), None) => true,
                 (None, now) => legacy_start_matches(record, now.and_then(observer.start_secs)),
             };
@@ -556,8 +562,12 @@ mod tests {
             stepped.start_time = format_lstart(T0_SECS + 3600);
         }
         assert_eq!(liveness(&stepped, running(777)), Liveness::Live);
-        // Other ticks: another process has the pid.
-        assert_eq!(liveness(&ours, running(778)), Liveness::PidReused);
+        // One tick off: the same start, rounded differently (a time
+        // namespace's offset of a fraction of a tick).
+        assert_eq!(liveness(&ours, running(778)), Liveness::Live);
+        assert_eq!(liveness(&ours, running(776)), Liveness::Live);
+        // Further: another process has the pid.
+        assert_eq!(liveness(&ours, running(779)), Liveness::PidReused);
         // Ticks unreadable now: proof of life only.
         assert_eq!(
             liveness(&ours, |_| Probe::Running { start_ticks: None }),

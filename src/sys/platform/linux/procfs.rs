@@ -81,8 +81,9 @@ fn classify(stat: &Stat) -> Probe {
 /// in different time namespaces (`unshare --time`, a restored checkpoint)
 /// see different ticks for one process; subtracting our own offset makes
 /// every reader agree. (It is 0 outside a time namespace. An offset that
-/// is not a whole number of ticks can leave a one-tick difference; offsets
-/// are set in whole seconds by every tool that sets them.)
+/// is not a whole number of ticks, which a restored checkpoint may set,
+/// can leave a one-tick difference: the verdict takes starts one tick
+/// apart for the same.)
 pub fn root_ticks(seen: u64) -> Option<u64> {
     let ticks = i128::from(seen) - own_boottime_offset_ticks();
     u64::try_from(ticks).ok()
