@@ -188,9 +188,11 @@ pub fn probeable_pid(record: &OwnerRecord, observer: &Observer<'_>) -> Result<u3
 /// A record written under another OS's kernel: its incarnation (or a
 /// `start_time` written as one) is another platform's (`windows:` read on
 /// Linux, `linux:` read on Windows), it carries a boot id where this OS
-/// names no boot, or a `start_time` in `ps -o lstart`'s form where the
+/// names no boot, a `start_time` in `ps -o lstart`'s form where the
 /// original writes an incarnation instead (the original module's unix
-/// record read on Windows). Its pid names nobody we can probe: a local
+/// record read on Windows), or macOS's shape (start ticks, no incarnation,
+/// no pid namespace) where this OS's writers name their pid namespace.
+/// (Its boot id then proves no earlier boot of ours.) Its pid names nobody we can probe: a local
 /// process with that pid, or none, proves nothing.
 fn written_under_another_os(record: &OwnerRecord) -> bool {
     let foreign = |value: Option<&str>| value.is_some_and(incarnation::is_foreign_incarnation);
@@ -199,6 +201,10 @@ fn written_under_another_os(record: &OwnerRecord) -> bool {
         || record
             .canonical_start_time()
             .is_some_and(incarnation::is_foreign_lstart)
+        || (record.start_ticks.is_some()
+            && record.process_incarnation.is_none()
+            && record.pid_ns.is_none()
+            && incarnation::is_foreign_start_ticks_alone())
         || (record.boot_id.is_some() && !incarnation::names_its_boot())
 }
 
@@ -510,6 +516,29 @@ mod tests {
                 let said = liveness(foreign, move |_| answer.clone());
                 assert_eq!(said, Liveness::ForeignKernel, "{foreign:?} with {probe:?}");
                 assert!(!said.proves_gone());
+            }
+        }
+        // macOS's record (start ticks, its boot session, no pid namespace)
+        // where this OS's writers name theirs: even one written before this
+        // boot began (timestamp 1 ms) is another kernel's, alive for all we
+        // know (a Mac beside the Linux VM it shares a directory with, the
+        // VM restarted since), never an earlier boot of ours.
+        if native::HAS_PID_NAMESPACES {
+            let mac = OwnerRecord {
+                start_ticks: Some(7),
+                boot_id: Some("00000000-0000-4000-8000-000000000000".into()),
+                ..record(None, format_lstart(T0_SECS).as_deref(), Some("utc-v1"))
+            };
+            for probe in [
+                Probe::Gone,
+                Probe::Running {
+                    start_ticks: Some(8),
+                },
+            ] {
+                assert_eq!(
+                    liveness(&mac, move |_| probe.clone()),
+                    Liveness::ForeignKernel
+                );
             }
         }
         // This OS's own form stays ours: a gone pid is dead.
