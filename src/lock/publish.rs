@@ -27,7 +27,7 @@
 use std::ffi::{OsStr, OsString};
 
 use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use crate::sys::os::fs::{self, AtFlags, FlockOperation, Mode, OFlags, Stat};
+use crate::sys::os::fs::{self, AtFlags, FlockOperation, Mode, OFlags, RenameFlags, Stat};
 use crate::sys::os::io::Errno;
 
 use crate::fs::caps::{self, Flag};
@@ -712,12 +712,16 @@ impl Staged {
         }
         crate::sys::faults::check("publish.rename")
             .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
-        match fs::renameat(
-            self.parent.as_fd(),
-            &self.name,
-            self.parent.as_fd(),
-            lock_name,
-        ) {
+        let (parent, staging) = (self.parent.as_fd(), &self.name);
+        // Windows' replacing rename replaces a file standing at the name
+        // (unix's refuses a directory over a file): there, the no-replace
+        // form, which every Windows volume has.
+        let renamed = if cfg!(windows) {
+            fs::renameat_with(parent, staging, parent, lock_name, RenameFlags::NOREPLACE)
+        } else {
+            fs::renameat(parent, staging, parent, lock_name)
+        };
+        match renamed {
             Ok(()) => {}
             Err(errno) if volume::refused_by_what_stands(errno) => return Ok(PastCache::Present),
             Err(Errno::NOENT) => return Ok(PastCache::Lost),

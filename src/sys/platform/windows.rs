@@ -571,7 +571,8 @@ impl DirChanges {
         let batch = match self.result(false) {
             Err(ERROR_IO_INCOMPLETE) => return None,
             Ok(0) => Batch::Overflow,
-            Ok(bytes) => Batch::Names(self.names(bytes)),
+            // A batch that does not parse may have named anything.
+            Ok(bytes) => self.names(bytes).map_or(Batch::Overflow, Batch::Names),
             Err(ERROR_OPERATION_ABORTED) => Batch::Cancelled,
             // ERROR_NOTIFY_ENUM_DIR (overflow), ERROR_ACCESS_DENIED (the
             // directory is being deleted), or any other end of the watch.
@@ -607,16 +608,17 @@ impl DirChanges {
         }
     }
 
-    /// The names in the first `bytes` bytes of a completed read's buffer.
+    /// The names in the first `bytes` bytes of a completed read's buffer
+    /// (`None` when they do not parse).
     #[allow(unsafe_code)]
-    fn names(&self, bytes: u32) -> Vec<String> {
+    fn names(&self, bytes: u32) -> Option<Vec<String>> {
         // SAFETY: the read has completed (`GetOverlappedResult` said so), so
         // the kernel no longer writes to the buffer and this shared
         // reference is the only access until the next `arm`, which needs
         // `&mut self` and so cannot overlap it.
         let buffer = unsafe { &(*self.read.as_ptr()).buffer.0 };
         let filled = &buffer[..(bytes as usize).min(NOTIFY_BYTES)];
-        notify_names(filled).unwrap_or_default()
+        notify_names(filled)
     }
 }
 
