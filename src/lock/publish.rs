@@ -506,7 +506,7 @@ pub struct Staged {
     info: Option<OwnedFd>,
     /// The record as last written (inode, ctime): one reopened by name
     /// must still be it, unchanged since.
-    info_seen: (u64, i128),
+    info_seen: (u64, i64),
     len: usize,
 }
 
@@ -759,18 +759,24 @@ pub enum PastCache {
 }
 
 /// The inode and ctime of the record in a staged tree.
-fn record_seen(tree: &TreeSnapshot) -> (u64, i128) {
+fn record_seen(tree: &TreeSnapshot) -> (u64, i64) {
     tree.entries
         .iter()
         .find(|entry| entry.relative_path == INFO_NAME)
-        .map_or((0, 0), |entry| (entry.ino, entry.ctime_ns))
+        .map_or((0, 0), |entry| (entry.ino, ctime_key(entry.ctime_ns)))
+}
+
+/// A ctime in nanoseconds, cut to 64 bits (exact until 2262; both sides of
+/// a comparison are cut alike): keeps [`Staged`] small.
+fn ctime_key(ns: i128) -> i64 {
+    ns as i64
 }
 
 /// The staged record reopened for writing by name in its directory `root`:
 /// never through a link, and only if it is still the file we last wrote
 /// (`seen`: its inode and ctime; `len` bytes), untouched since; `None`
 /// otherwise (the staging is lost: stage afresh).
-fn reopen_record(root: BorrowedFd<'_>, seen: (u64, i128), len: usize) -> Option<OwnedFd> {
+fn reopen_record(root: BorrowedFd<'_>, seen: (u64, i64), len: usize) -> Option<OwnedFd> {
     let info = fs::openat(
         root,
         INFO_NAME,
@@ -780,7 +786,7 @@ fn reopen_record(root: BorrowedFd<'_>, seen: (u64, i128), len: usize) -> Option<
     .ok()?;
     fs::fstat(&info)
         .is_ok_and(|stat| {
-            (fsx::ino_of(&stat), fsx::ctime_ns(&stat)) == seen
+            (fsx::ino_of(&stat), ctime_key(fsx::ctime_ns(&stat))) == seen
                 && u64::try_from(len).is_ok_and(|len| fsx::size_of(&stat) == len)
         })
         .then_some(info)
