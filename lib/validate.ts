@@ -65,7 +65,23 @@ export function validateFilePath(value: unknown, name = "filePath", relativeHint
   if (filePath.length === 0) throw badValue(name, "must be a non-empty absolute path", '""');
   if (filePath.includes("\0")) throw badValue(name, "must not contain NUL bytes", quote(filePath));
   if (!path.isAbsolute(filePath)) throw badValue(name, `must be an absolute path${relativeHint}`, quote(filePath));
+  if (process.platform === "win32" && endsInDotOrSpace(filePath)) {
+    throw badValue(
+      name,
+      "must not have a component ending in a dot or a space on Windows (Windows drops them, so the path names the file without them, which the lock would not); name it without",
+      quote(filePath),
+    );
+  }
   return filePath;
+}
+
+/**
+ * Whether a component of a Windows path (not `.` or `..`) ends in a dot or
+ * a space: Win32 strips those, the native calls exactlock makes do not, so
+ * `C:\proj.\state.json` and `C:\proj\state.json` would be two locks of one file.
+ */
+function endsInDotOrSpace(filePath: string): boolean {
+  return filePath.split(/[\\/]/).some((part) => part !== "." && part !== ".." && /[. ]$/.test(part));
 }
 
 /**

@@ -180,3 +180,14 @@ test("a release while another process holds the record open succeeds after its r
   console.log(`release while the record was open: ${outcome}`);
   if (outcome === "released") assert.equal(fs.existsSync(`${file}.lock`), false);
 });
+
+test("a path with a component ending in a dot or a space is refused before anything is made: Windows drops them, so it would lock apart from the file it names", async () => {
+  const root = scratch("dots");
+  for (const file of [path.join(root, "proj.", "state.json"), path.join(root, "proj ", "state.json"), path.join(root, "state.json.")]) {
+    await assert.rejects(lib.acquireLock(file), (error) => error instanceof TypeError && /ending in a dot or a space/.test(error.message));
+    assert.throws(() => lib.acquireLockSync(file), TypeError);
+  }
+  assert.deepEqual(fs.readdirSync(root), [], "nothing was made");
+  const release = await lib.acquireLock(path.join(root, "proj", "state.json"));
+  await release();
+});
