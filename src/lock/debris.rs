@@ -208,6 +208,9 @@ pub fn decide(
     let Some(turn) = take_turn(dir.as_fd()) else {
         return kept("busy");
     };
+    if !has_a_records_shape(dir.as_fd()) {
+        return kept("unverified_staging_directory");
+    }
     let (snapshot, owner) = match observe(parent, name) {
         Ok(Observation::Missing) => return kept("enoent_already_gone"),
         Ok(Observation::Lock { snapshot, owner }) => (snapshot, owner),
@@ -443,6 +446,39 @@ pub fn candidates(
         }
     }
     Ok(found)
+}
+
+/// Whether the directory `dir` holds at most one entry, named `info`: the
+/// only shapes our stagings and quarantines have (empty, or the record).
+/// Looked at before anything is read or hashed, and given up at the first
+/// entry that does not fit, so a directory of another shape costs one
+/// short listing however much it holds.
+fn has_a_records_shape(dir: BorrowedFd<'_>) -> bool {
+    let Ok(listing) = crate::sys::os::fs::openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return false;
+    };
+    let Ok(entries) = Dir::read_from(listing.as_fd()) else {
+        return false;
+    };
+    let mut records = 0;
+    for entry in entries {
+        let Ok(entry) = entry else {
+            return false;
+        };
+        match entry.file_name().to_bytes() {
+            b"." | b".." => {}
+            name if name == crate::lock::identity::INFO_NAME.as_bytes() && records == 0 => {
+                records += 1;
+            }
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Every kind of debris.
