@@ -191,3 +191,29 @@ test("a path with a component ending in a dot or a space is refused before anyth
   const release = await lib.acquireLock(path.join(root, "proj", "state.json"));
   await release();
 });
+
+test("a release while another process's current directory is the lock directory removes nothing until it can remove everything: never an empty lock directory left", async () => {
+  // Windows will not delete a directory that a handle without shared
+  // deletion holds open (a shell cd'd into it). Before, the record went
+  // first and the directory could not follow: an empty lock directory,
+  // a holder to everyone, and a false EOWNERCHANGED.
+  const file = path.join(scratch("cwd"), "state.json");
+  const release = await lib.acquireLock(file, { retries: 0 });
+  const shell = await startHolder(file, 600, "cwd-lock");
+  let outcome;
+  try {
+    await release();
+    outcome = "released";
+  } catch (error) {
+    outcome = `failed ${error.code}`;
+    assert.notEqual(error.code, "EOWNERCHANGED", error.message);
+    assert.equal(fs.existsSync(`${file}.lock/info`), true, "a failed release removes nothing");
+  }
+  await shell.exited;
+  console.log(`release while the lock directory was a process's current directory: ${outcome}`);
+  // Whatever happened, the lock is to be had again at once (a pending
+  // release is finished first by this process's next acquisition).
+  const again = await lib.acquireLock(file, { retries: 20, retryDelayMs: 50 });
+  await again();
+  assert.equal(fs.existsSync(`${file}.lock`), false);
+});

@@ -213,22 +213,49 @@ pub fn remove_dir_settled(
     }
 }
 
-/// Removes the empty directory `ours`, which the caller has just found at
+/// A directory of ours, readied for its removal once it is empty (see
+/// [`prepare_own_dir_removal`]).
+pub struct OwnDir<'a> {
+    #[cfg_attr(windows, allow(dead_code))]
+    ours: BorrowedFd<'a>,
+    #[cfg(windows)]
+    deleter: OwnedFd,
+}
+
+/// Readies the removal of the directory `ours`, before anything in it is
+/// removed. On Windows it is opened for deletion now, which fails (`EBUSY`,
+/// a sharing violation) while another process holds it open without
+/// sharing its deletion — a shell whose current directory it is: then
+/// nothing in it is removed, where emptying it first would leave an empty
+/// directory that cannot go (a lock without its record: a holder to
+/// everyone until `staleMs`, forever with `ownerHostId`). Unix removes it
+/// by name after a check (and nothing keeps an empty directory from going
+/// there): nothing to ready.
+pub fn prepare_own_dir_removal(ours: BorrowedFd<'_>) -> Result<OwnDir<'_>, Errno> {
+    Ok(OwnDir {
+        ours,
+        #[cfg(windows)]
+        deleter: fs::open_dir_for_delete(ours)?,
+    })
+}
+
+/// Removes the empty directory `own`, which the caller has just found at
 /// `dir/name`: on unix by its name ([`remove_dir_settled`]; removers take
 /// turns by `flock`, and `rmdir` removes only an empty directory); on
-/// Windows through `ours` itself, so whatever took the name meanwhile is
-/// never what goes (NTFS has no locks on directories to take turns by).
+/// Windows through the handle readied for it, so whatever took the name
+/// meanwhile is never what goes (NTFS has no locks on directories to take
+/// turns by).
 #[cfg_attr(windows, allow(unused_variables))]
 pub fn remove_own_dir(
     dir: BorrowedFd<'_>,
     name: &OsStr,
-    ours: BorrowedFd<'_>,
+    own: OwnDir<'_>,
     settle: &mut FuseSettle,
 ) -> Result<(), Errno> {
     #[cfg(unix)]
-    return remove_dir_settled(dir, name, ours, settle);
+    return remove_dir_settled(dir, name, own.ours, settle);
     #[cfg(windows)]
-    return fs::remove_dir_open(ours);
+    return fs::delete_open(own.deleter.as_fd());
 }
 
 /// Whether `dir/name` holds nothing but libfuse's hidden names (or

@@ -631,6 +631,9 @@ fn delete_verified(
 ) -> Result<(), TreeError> {
     let mut budget = Budget::new();
     let mut settle = FuseSettle::new();
+    // Readied before anything inside goes: a root that could not go after
+    // (held open without shared deletion, on Windows) keeps everything.
+    let own = fsx::prepare_own_dir_removal(root.as_fd()).map_err(TreeError::Io)?;
     let end = delete_children(
         root.as_fd(),
         "",
@@ -657,7 +660,7 @@ fn delete_verified(
         Ok(_) => return Err(TreeError::TreeChanged),
         Err(errno) => return Err(TreeError::Io(errno)),
     }
-    let removed = match fsx::remove_own_dir(parent, name, root.as_fd(), &mut settle) {
+    let removed = match fsx::remove_own_dir(parent, name, own, &mut settle) {
         Ok(()) | Err(Errno::NOENT) => Ok(()),
         Err(Errno::NOTEMPTY | Errno::EXIST) => Err(TreeError::TreeChanged),
         Err(other) => Err(TreeError::Io(other)),
@@ -693,6 +696,7 @@ fn delete_children(
                 if !expected.same_object_as(&seen) {
                     return Err(TreeError::TreeChanged);
                 }
+                let own = fsx::prepare_own_dir_removal(child.as_fd()).map_err(TreeError::Io)?;
                 next = delete_children(
                     child.as_fd(),
                     &expected.relative_path,
@@ -714,12 +718,10 @@ fn delete_children(
                 if !still_ours {
                     return Err(TreeError::TreeChanged);
                 }
-                fsx::remove_own_dir(dir, name, child.as_fd(), settle).map_err(
-                    |errno| match errno {
-                        Errno::NOTEMPTY | Errno::EXIST => TreeError::TreeChanged,
-                        other => TreeError::Io(other),
-                    },
-                )?;
+                fsx::remove_own_dir(dir, name, own, settle).map_err(|errno| match errno {
+                    Errno::NOTEMPTY | Errno::EXIST => TreeError::TreeChanged,
+                    other => TreeError::Io(other),
+                })?;
             }
         }
     }

@@ -74,20 +74,21 @@ pub fn unlinkat<Fd: AsFd, P: Arg>(dir: Fd, name: P, flags: AtFlags) -> Result<()
     delete_open(target.as_fd())
 }
 
-/// Removes the directory `dir` is open on, not whatever has its name now:
-/// reopened through the handle itself with `DELETE` (the object, never a
-/// link's target), then deleted; `ENOTEMPTY` if it holds anything. Unix
-/// has no such call; there the caller checks the name right before an
-/// `rmdir` by name, and `flock` makes removers take turns.
-pub fn remove_dir_open(dir: BorrowedFd<'_>) -> Result<(), Errno> {
+/// The directory `dir` is open on, opened again through that handle with
+/// `DELETE` (the object, never a link's target, not whatever has its name
+/// now): what [`delete_open`] removes once it is empty (`ENOTEMPTY` before).
+/// Unix has no such call; there the caller checks the name right before an
+/// `rmdir` by name, and `flock` makes removers take turns. Fails (`EBUSY`, a sharing violation) while
+/// another handle to it does not share deletion — a shell whose current
+/// directory it is.
+pub fn open_dir_for_delete(dir: BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
     let create = Create {
         access: DELETE | SYNCHRONIZE | FILE_READ_ATTRIBUTES,
         attributes: FILE_ATTRIBUTE_NORMAL,
         disposition: FILE_OPEN,
         options: FILE_DIRECTORY_FILE | FILE_OPEN_REPARSE_POINT,
     };
-    let target = nt::open_at(dir, &[], create)?;
-    delete_open(target.as_fd())
+    nt::open_at(dir, &[], create)
 }
 
 /// `name` opened for deletion if it is a link with the directory attribute

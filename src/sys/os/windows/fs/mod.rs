@@ -13,7 +13,7 @@ mod stat;
 mod volume;
 
 pub use at::{mkdirat, openat, statat};
-pub use change::{linkat, remove_dir_open, renameat, renameat_with, unlinkat};
+pub use change::{delete_open, linkat, open_dir_for_delete, renameat, renameat_with, unlinkat};
 pub use dir::Dir;
 pub use flags::{AtFlags, FlockOperation, Mode, OFlags, RenameFlags, StatVfsMountFlags};
 pub use lock::flock;
