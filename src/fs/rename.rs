@@ -501,6 +501,13 @@ fn kernel_no_replace(
             caps.learned(dev, Flag::NoReplace, true);
             Some(Ok(()))
         }
+        // Windows renames without replacing on every volume (the flag is
+        // the call's own `ReplaceIfExists`): an error there is this call's
+        // (a bad name, a share's refusal), not a filesystem without the
+        // flag; and the fallback could never publish there (a plain rename
+        // does not replace the claim's empty directory on Windows), so every
+        // later publication on the volume would read as contended.
+        Err(errno) if cfg!(windows) => Some(Err(errno)),
         Err(errno @ (Errno::INVAL | Errno::NOSYS | Errno::NOTSUP)) => {
             learn_refusal(caps, dev, src_dir, dst_dir);
             crate::debug!(
