@@ -85,6 +85,9 @@ async function handoffs(file, traced) {
   const waiter = child(file, traced);
   await waiter.next();
   const rows = [];
+  // Hand-offs whose waiting thread ran only after the releaser's release()
+  // had resolved (the waiter queued on the releaser's CPU, behind it).
+  let wokenAfterReleaser = 0;
   for (let i = 0; i < HANDOFFS; i++) {
     const release = await acquireLock(file);
     waiter.proc.send("go");
@@ -93,6 +96,7 @@ async function handoffs(file, traced) {
     native.takeTraceForTesting();
     const releasedAt = now();
     await release();
+    const releaseResolved = now();
     const ours = native.takeTraceForTesting();
     const got = await waiter.next();
     const onAcquired = BigInt(got.onAcquiredAt);
@@ -107,10 +111,12 @@ async function handoffs(file, traced) {
     const resolved = stampOf(got.trace, "waiter: the promise resolved from its thread");
     const taken = stampOf(got.trace, "waiter: the JavaScript thread takes the result");
     const continued = BigInt(got.continuedAt);
+    if (woken > releaseResolved) wokenAfterReleaser++;
     rows.push({
       "release() called → the native release begins": begins - releasedAt,
       "the native release begins → the name freed": freed - begins,
       "the name freed → the waiter woken": woken - freed,
+      "(beside it) the name freed → the releaser's release() resolved": releaseResolved - freed,
       "the waiter woken → published": published - woken,
       "published → the promise resolved": resolved - published,
       "the promise resolved → the JavaScript thread takes it": taken - resolved,
@@ -121,7 +127,7 @@ async function handoffs(file, traced) {
   }
   waiter.proc.send("exit");
   await new Promise((resolve) => waiter.proc.on("exit", resolve));
-  return rows;
+  return { rows, wokenAfterReleaser };
 }
 
 function quantile(values, q) {
@@ -144,8 +150,8 @@ async function main() {
   try {
     console.log(`exactlock hand-off breakdown: ${HANDOFFS} hand-offs, holder keeps the lock 30-70 ms after the waiter asked`);
     console.log(`  node ${process.version}, ${os.cpus().length} CPUs, loadavg ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}, ${dir}`);
-    const traced = await handoffs(file, true);
-    const plain = await handoffs(file, false);
+    const { rows: traced, wokenAfterReleaser } = await handoffs(file, true);
+    const { rows: plain } = await handoffs(file, false);
     const steps = Object.keys(traced[0]);
     const width = Math.max(...steps.map((s) => s.length));
     console.log(`  ${"step".padEnd(width)}        p50        p90`);
@@ -153,6 +159,7 @@ async function main() {
       const values = traced.map((row) => row[step]);
       console.log(`  ${step.padEnd(width)}  ${us(quantile(values, 0.5))}  ${us(quantile(values, 0.9))}`);
     }
+    console.log(`  the waiter's thread ran only after the releaser's release() resolved: ${wokenAfterReleaser} of ${traced.length}`);
     const totals = plain.map((row) => row.total);
     console.log(`  ${"total, tracing off".padEnd(width)}  ${us(quantile(totals, 0.5))}  ${us(quantile(totals, 0.9))}`);
   } finally {
