@@ -163,22 +163,32 @@ test("a garbage collector removes a dead holder's lock exactly, and never the su
   assert.equal(fs.existsSync(lockDir), false);
 });
 
-test("a release while another process holds the record open succeeds after its retries, or fails coded and removes nothing", async () => {
-  const file = path.join(scratch("open"), "state.json");
+/**
+ * Releases `file`'s lock, held by this process, while another process does
+ * `mode` to it (holder.cjs) for `holdMs`: "released" (and nothing left), or
+ * "failed <code>" with a code, never EOWNERCHANGED, and nothing removed.
+ */
+async function releaseBeside(file, mode, holdMs) {
   const release = await lib.acquireLock(file, { retries: 0 });
-  const reader = await startHolder(file, 300, "open-info");
+  const other = await startHolder(file, holdMs, mode);
   let outcome;
   try {
     await release();
     outcome = "released";
+    assert.equal(fs.existsSync(`${file}.lock`), false);
   } catch (error) {
     outcome = `failed ${error.code}`;
     assert.ok(typeof error.code === "string" && error.code.length > 0, "the failure carries a code");
+    assert.notEqual(error.code, "EOWNERCHANGED", error.message);
     assert.equal(fs.existsSync(`${file}.lock/info`), true, "a failed release removes nothing");
   }
-  await reader.exited;
+  await other.exited;
+  return outcome;
+}
+
+test("a release while another process holds the record open succeeds after its retries, or fails coded and removes nothing", async () => {
+  const outcome = await releaseBeside(path.join(scratch("open"), "state.json"), "open-info", 300);
   console.log(`release while the record was open: ${outcome}`);
-  if (outcome === "released") assert.equal(fs.existsSync(`${file}.lock`), false);
 });
 
 test("a path with a component ending in a dot or a space is refused before anything is made: Windows drops them, so it would lock apart from the file it names", async () => {
@@ -198,18 +208,7 @@ test("a release while another process's current directory is the lock directory 
   // first and the directory could not follow: an empty lock directory,
   // a holder to everyone, and a false EOWNERCHANGED.
   const file = path.join(scratch("cwd"), "state.json");
-  const release = await lib.acquireLock(file, { retries: 0 });
-  const shell = await startHolder(file, 600, "cwd-lock");
-  let outcome;
-  try {
-    await release();
-    outcome = "released";
-  } catch (error) {
-    outcome = `failed ${error.code}`;
-    assert.notEqual(error.code, "EOWNERCHANGED", error.message);
-    assert.equal(fs.existsSync(`${file}.lock/info`), true, "a failed release removes nothing");
-  }
-  await shell.exited;
+  const outcome = await releaseBeside(file, "cwd-lock", 600);
   console.log(`release while the lock directory was a process's current directory: ${outcome}`);
   // Whatever happened, the lock is to be had again at once (a pending
   // release is finished first by this process's next acquisition).
