@@ -175,7 +175,22 @@ pub fn probeable_pid(record: &OwnerRecord, observer: &Observer<'_>) -> Result<u3
     if let (Some(theirs), Some(ours)) = (record.boot_id.as_deref(), observer.boot_id.as_deref())
         && theirs != ours
     {
-        return Err(boot_of(record, observer));
+        // macOS's shape (start ticks, no incarnation, no pid namespace)
+        // under another boot id, where this OS's writers name their pid
+        // namespace: a Mac's record (say, beside the Linux VM it shares a
+        // directory with, the VM restarted since), never an earlier boot of
+        // ours, whatever the wall clock says. (Under our own boot id the
+        // same shape is a writer of this kernel without a pid namespace,
+        // judged by its pid.)
+        let macs = record.start_ticks.is_some()
+            && record.process_incarnation.is_none()
+            && record.pid_ns.is_none()
+            && incarnation::is_foreign_start_ticks_alone();
+        return Err(if macs {
+            Liveness::ForeignKernel
+        } else {
+            boot_of(record, observer)
+        });
     }
     if let Some(theirs) = record.pid_ns.as_deref()
         && observer.pid_ns.map(|ours| ours.to_string()).as_deref() != Some(theirs)
@@ -190,9 +205,7 @@ pub fn probeable_pid(record: &OwnerRecord, observer: &Observer<'_>) -> Result<u3
 /// Linux, `linux:` read on Windows), it carries a boot id where this OS
 /// names no boot, a `start_time` in `ps -o lstart`'s form where the
 /// original writes an incarnation instead (the original module's unix
-/// record read on Windows), or macOS's shape (start ticks, no incarnation,
-/// no pid namespace) where this OS's writers name their pid namespace.
-/// (Its boot id then proves no earlier boot of ours.) Its pid names nobody we can probe: a local
+/// record read on Windows). Its pid names nobody we can probe: a local
 /// process with that pid, or none, proves nothing.
 fn written_under_another_os(record: &OwnerRecord) -> bool {
     let foreign = |value: Option<&str>| value.is_some_and(incarnation::is_foreign_incarnation);
@@ -201,10 +214,6 @@ fn written_under_another_os(record: &OwnerRecord) -> bool {
         || record
             .canonical_start_time()
             .is_some_and(incarnation::is_foreign_lstart)
-        || (record.start_ticks.is_some()
-            && record.process_incarnation.is_none()
-            && record.pid_ns.is_none()
-            && incarnation::is_foreign_start_ticks_alone())
         || (record.boot_id.is_some() && !incarnation::names_its_boot())
 }
 
@@ -540,6 +549,17 @@ mod tests {
                     Liveness::ForeignKernel
                 );
             }
+        }
+        // The same shape under this boot's id is a writer of this kernel
+        // without a pid namespace (SPEC §2 lets it leave `pid_ns` out):
+        // judged by its pid, a gone one dead.
+        if native::HAS_PID_NAMESPACES {
+            let ours_without_ns = OwnerRecord {
+                start_ticks: Some(7),
+                boot_id: Some(BOOT.into()),
+                ..record(None, Some(&t0()), Some("utc-v1"))
+            };
+            assert_eq!(liveness(&ours_without_ns, |_| Probe::Gone), Liveness::Dead);
         }
         // This OS's own form stays ours: a gone pid is dead.
         assert_eq!(

@@ -118,12 +118,12 @@ pub fn is_foreign_incarnation(value: &str) -> bool {
         .any(|prefix| value.starts_with(prefix) && native::INCARNATION_PREFIX != Some(prefix))
 }
 
-/// Whether a record carrying `start_ticks` but neither an incarnation nor
-/// a pid namespace was written under another OS's kernel: where this OS's
-/// writers name their pid namespace (Linux: exactlock always, with its
-/// incarnation), it is macOS's shape — say, a Mac's record beside the
-/// Linux VM it shares a directory with, whose restart gives that VM a
-/// later boot than the record's timestamp.
+/// Whether a record of another boot carrying `start_ticks` but neither an
+/// incarnation nor a pid namespace was written under another OS's kernel:
+/// where this OS's writers name their pid namespace (Linux: exactlock
+/// always, with its incarnation), it is macOS's shape — say, a Mac's
+/// record beside the Linux VM it shares a directory with, whose restart
+/// gives that VM a later boot than the record's timestamp.
 pub fn is_foreign_start_ticks_alone() -> bool {
     native::HAS_PID_NAMESPACES
 }
