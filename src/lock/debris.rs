@@ -164,10 +164,11 @@ pub fn classify_name(name: &OsStr) -> Option<(&OsStr, Kind, Option<u32>)> {
             .strip_suffix(LEGACY_QUARANTINE_SUFFIX)?;
         (crate::sys::os::os_str(lock)?, Kind::LegacyQuarantine, None)
     };
-    let base = lock
-        .as_encoded_bytes()
-        .strip_suffix(crate::lock::names::LOCK_SUFFIX.as_bytes())?;
-    (!base.is_empty()).then_some((lock, kind, pid))
+    // `.lock` alone is a lock's name too: the lock of a path that ends in
+    // a separator (`/x/sub/`).
+    lock.as_encoded_bytes()
+        .ends_with(crate::lock::names::LOCK_SUFFIX.as_bytes())
+        .then_some((lock, kind, pid))
 }
 
 /// How a decision may treat the owner: the default asks the kernel; a
@@ -624,7 +625,11 @@ mod tests {
             (format!("notes.pending.12.{UUID}"), None),
             (format!("notes.removing.9.{UUID}"), None),
             ("backup.removing".to_string(), None),
-            (".lock.removing".to_string(), None),
+            // The lock of a path ending in a separator is named `.lock`.
+            (
+                format!(".lock.pending.12.{UUID}"),
+                Some((".lock", Kind::Staging, Some(12))),
+            ),
             ("f.lock".to_string(), None),
             (".removing".to_string(), None),
         ] {
