@@ -22,16 +22,21 @@ afterEach(async () => {
 });
 
 /** inotify instances this process holds open. */
-function inotifyInstances(): number {
-  return fs
-    .readdirSync("/proc/self/fd")
-    .filter((fd) => {
-      try {
-        return fs.readlinkSync(`/proc/self/fd/${fd}`) === "anon_inode:inotify";
-      } catch {
-        return false;
-      }
-    }).length;
+/** This process's inotify instances, and the kernel watches they hold (`/proc/self/fdinfo`). */
+function inotify(): { instances: number; watches: number } {
+  let instances = 0;
+  let watches = 0;
+  for (const fd of fs.readdirSync("/proc/self/fd")) {
+    try {
+      if (fs.readlinkSync(`/proc/self/fd/${fd}`) !== "anon_inode:inotify") continue;
+      const info = fs.readFileSync(`/proc/self/fdinfo/${fd}`, "utf8");
+      instances++;
+      watches += info.split("\n").filter((line) => line.startsWith("inotify wd:")).length;
+    } catch {
+      // Closed meanwhile.
+    }
+  }
+  return { instances, watches };
 }
 
 /** Runs a real command; resolves with the time it exited. */
@@ -97,15 +102,20 @@ describe("release.signal", () => {
   });
 
   // Skipped under the portable mechanisms: they have no inotify instance to count.
-  it.skipIf(PORTABLE)("watches only while someone listens: no inotify instance until signal is read, none left after the release", async () => {
+  it.skipIf(PORTABLE)("watches only while someone listens: no kernel watch until signal is read, none left after the release", async () => {
     const file = path.join(makeRoot(), "state.json");
-    const before = inotifyInstances();
+    const before = inotify();
     const release: LockRelease = await acquireLock(file);
-    expect(inotifyInstances()).toBe(before);
+    expect(inotify()).toEqual(before);
     void release.signal;
-    expect(inotifyInstances()).toBe(before + 1);
+    const watching = inotify();
+    // The lock's parent and its directory, through the process's one
+    // instance (made now if this is the process's first watch).
+    expect(watching.watches).toBe(before.watches + 2);
+    expect(watching.instances - before.instances).toBeLessThanOrEqual(1);
     await release();
-    await waitUntil(() => inotifyInstances() === before, 2_000, "the watch's inotify instance closed");
+    await waitUntil(() => inotify().watches === before.watches, 2_000, "the watch's kernel watches removed");
+    expect(inotify().instances).toBe(watching.instances);
   });
 });
 

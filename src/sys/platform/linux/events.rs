@@ -1,27 +1,27 @@
-//! Linux's wake-ups: inotify for a name leaving a directory, a pidfd for a
-//! holder's exit, an eventfd for this process's own signals, all waited on
-//! together in one `poll(2)`.
+//! Linux's wake-ups: inotify for a name leaving a directory (the
+//! process's one instance, [`super::watches`]), a pidfd for a holder's exit, an
+//! eventfd for this process's own signals, all waited on together in one
+//! `poll(2)`.
 
-use std::ffi::{OsStr, OsString};
-use std::mem::MaybeUninit;
-use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::OsStr;
 use std::time::{Duration, Instant};
 
 use rustix::event::{EventfdFlags, PollFd, PollFlags};
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::fd::{BorrowedFd, OwnedFd};
+use rustix::fs::inotify::WatchFlags;
 use rustix::io::Errno;
 use rustix::process::PidfdFlags;
+
+use super::watches::Subscription;
 
 use crate::sys::process::valid_pid;
 use crate::sys::wait::{HolderExit, Wake, WakeFd, Woken, timespec};
 
-/// An inotify watch on one directory for one name in it going away, owned
-/// by one head waiter.
+/// A watch on one directory for one name in it going away, owned by one
+/// head waiter: a subscription to the process's inotify instance
+/// ([`super::watches`]).
 pub struct NameWatch {
-    fd: OwnedFd,
-    name: OsString,
+    subscription: Subscription,
 }
 
 impl NameWatch {
@@ -29,55 +29,22 @@ impl NameWatch {
     /// (no inotify, descriptors or watches exhausted): the timer covers,
     /// and the next attempt tries again.
     pub fn new(dir: BorrowedFd<'_>, name: &OsStr) -> Option<NameWatch> {
-        let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).ok()?;
         // The name deleted or moved away; and the directory itself moved or
         // deleted (replaced by another at its path): the waiter looks again,
         // and its next attempt watches whatever the path names now.
         let mask = WatchFlags::DELETE
             | WatchFlags::MOVED_FROM
             | WatchFlags::MOVE_SELF
-            | WatchFlags::DELETE_SELF
-            | WatchFlags::ONLYDIR;
-        add_watch(&fd, dir, mask).ok()?;
-        Some(NameWatch {
-            fd,
-            name: name.to_os_string(),
-        })
+            | WatchFlags::DELETE_SELF;
+        let subscription = Subscription::new(&[(dir, mask)], Some(name)).ok()?;
+        Some(NameWatch { subscription })
     }
 
-    /// Reads what is queued: whether any event concerns the name or the
-    /// directory itself (or events were lost).
+    /// Reads what is queued: whether any event concerned the name or the
+    /// directory itself (or events were lost) since the last look.
     pub fn relevant_events(&self) -> bool {
-        let mut buffer = [MaybeUninit::<u8>::uninit(); 4096];
-        let mut reader = inotify::Reader::new(&self.fd, &mut buffer);
-        let mut relevant = false;
-        loop {
-            match reader.next() {
-                Ok(event) => {
-                    let everyone = event.events().intersects(
-                        ReadFlags::QUEUE_OVERFLOW
-                            | ReadFlags::IGNORED
-                            | ReadFlags::MOVE_SELF
-                            | ReadFlags::DELETE_SELF,
-                    );
-                    let ours = event
-                        .file_name()
-                        .is_some_and(|name| name.to_bytes() == self.name.as_bytes());
-                    relevant |= everyone || ours;
-                }
-                Err(Errno::INTR) => continue,
-                // EAGAIN: drained; anything else: the timer covers.
-                Err(_) => return relevant,
-            }
-        }
+        self.subscription.take_events()
     }
-}
-
-/// inotify takes a path; the magic link of our descriptor names exactly
-/// the directory we opened, whatever happened to its path.
-fn add_watch(events: &OwnedFd, dir: BorrowedFd<'_>, mask: WatchFlags) -> Result<(), Errno> {
-    let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
-    inotify::add_watch(events, path, mask | WatchFlags::ONLYDIR).map(|_| ())
 }
 
 /// A pidfd of the holder, readable once it has exited.
@@ -118,9 +85,16 @@ pub fn sleep(
     // Whether the process's signal was pending when the sleep ended.
     let mut signalled = false;
     let woken = loop {
-        let mut fds = Vec::with_capacity(3);
+        // An event another thread read for us (see [`super::watches`]) is taken
+        // here, before sleeping, as one queued for us is.
+        if watch.is_some_and(NameWatch::relevant_events) {
+            break Woken::NameChanged;
+        }
+        let mut fds = Vec::with_capacity(4);
         if let Some(watch) = watch {
-            fds.push(PollFd::new(&watch.fd, PollFlags::IN));
+            for fd in watch.subscription.pollables() {
+                fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
+            }
         }
         let holder_at = holder.map(|holder| {
             fds.push(PollFd::new(holder, PollFlags::IN));
@@ -138,19 +112,16 @@ pub fn sleep(
             Ok(_) => {}
         }
         // Anything but the watch (the holder exited, a signal) ends the
-        // sleep; the watch only when an event concerns the lock's name.
+        // sleep; the watch only when an event concerns the lock's name,
+        // which the next turn of the loop reads.
         let holder_exited = holder_at.is_some_and(|at| !fds[at].revents().is_empty());
         signalled = wake_at.is_some_and(|at| !fds[at].revents().is_empty());
-        let watch_only = watch.is_some() && fds.iter().skip(1).all(|fd| fd.revents().is_empty());
         drop(fds);
         if holder_exited {
             break Woken::HolderExited;
         }
-        if !watch_only {
+        if signalled {
             break Woken::Signalled;
-        }
-        if watch.is_some_and(NameWatch::relevant_events) {
-            break Woken::NameChanged;
         }
     };
     // Consume what woke us, so the next sleep waits for something new
@@ -179,45 +150,57 @@ pub fn sleep(
 /// in the parent, its directory moved or deleted, a file in it created,
 /// removed or written.
 pub struct HeldEvents {
-    fd: OwnedFd,
+    subscription: Subscription,
 }
 
 impl HeldEvents {
     pub fn new(parent: BorrowedFd<'_>, root: BorrowedFd<'_>) -> Result<HeldEvents, Errno> {
-        let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)?;
-        add_watch(
-            &fd,
-            parent,
-            WatchFlags::DELETE | WatchFlags::MOVED_FROM | WatchFlags::CREATE | WatchFlags::MOVED_TO,
+        let subscription = Subscription::new(
+            &[
+                (
+                    parent,
+                    WatchFlags::DELETE
+                        | WatchFlags::MOVED_FROM
+                        | WatchFlags::CREATE
+                        | WatchFlags::MOVED_TO,
+                ),
+                (
+                    root,
+                    WatchFlags::DELETE_SELF
+                        | WatchFlags::MOVE_SELF
+                        | WatchFlags::DELETE
+                        | WatchFlags::MOVED_FROM
+                        | WatchFlags::CREATE
+                        | WatchFlags::MOVED_TO
+                        | WatchFlags::CLOSE_WRITE,
+                ),
+            ],
+            None,
         )?;
-        add_watch(
-            &fd,
-            root,
-            WatchFlags::DELETE_SELF
-                | WatchFlags::MOVE_SELF
-                | WatchFlags::DELETE
-                | WatchFlags::MOVED_FROM
-                | WatchFlags::CREATE
-                | WatchFlags::MOVED_TO
-                | WatchFlags::CLOSE_WRITE,
-        )?;
-        Ok(HeldEvents { fd })
+        Ok(HeldEvents { subscription })
     }
 
-    /// Sleeps until an event or `stop`; `Err` when `poll` fails for good.
+    /// Sleeps until an event concerns it or `stop` is readable; `Err` when
+    /// `poll` fails for good.
     pub fn wait(&self, stop: BorrowedFd<'_>) -> Result<(), Errno> {
-        let mut fds = [
-            PollFd::new(&self.fd, PollFlags::IN),
-            PollFd::from_borrowed_fd(stop, PollFlags::IN),
-        ];
-        match rustix::event::poll(&mut fds, None) {
-            Ok(_) | Err(Errno::INTR) => {}
-            Err(errno) => return Err(errno),
+        loop {
+            if self.subscription.take_events() {
+                return Ok(());
+            }
+            let [events, kick] = self.subscription.pollables();
+            let mut fds = [
+                PollFd::from_borrowed_fd(events, PollFlags::IN),
+                PollFd::from_borrowed_fd(kick, PollFlags::IN),
+                PollFd::from_borrowed_fd(stop, PollFlags::IN),
+            ];
+            match rustix::event::poll(&mut fds, None) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(errno) => return Err(errno),
+            }
+            if !fds[2].revents().is_empty() {
+                return Ok(());
+            }
         }
-        let mut buffer = [MaybeUninit::<u8>::uninit(); 4096];
-        let mut reader = inotify::Reader::new(self.fd.as_fd(), &mut buffer);
-        while let Ok(_event) = reader.next() {}
-        Ok(())
     }
 }
 
@@ -227,6 +210,48 @@ mod tests {
     use crate::fs::fsx;
     use crate::testutil::tempdir;
     use rustix::fd::AsFd;
+
+    #[test]
+    fn two_hundred_waiting_heads_and_held_locks_use_one_inotify_instance() {
+        // `fs.inotify.max_user_instances` (128 by default) counts every
+        // process of the uid: an instance per watch would use it up, and
+        // other programs' `fs.watch` would fail with EMFILE.
+        let root = tempdir("wait-many");
+        let mut dirs = Vec::new();
+        for i in 0..200 {
+            let dir = root.join(format!("d{i}"));
+            std::fs::create_dir_all(dir.join("f.lock")).unwrap();
+            dirs.push((
+                fsx::open_dir_nofollow(&dir).unwrap(),
+                fsx::open_dir_nofollow(&dir.join("f.lock")).unwrap(),
+            ));
+        }
+        let heads: Vec<_> = dirs
+            .iter()
+            .map(|(dir, _)| NameWatch::new(dir.as_fd(), OsStr::new("f.lock")).expect("a watch"))
+            .collect();
+        let held: Vec<_> = dirs
+            .iter()
+            .map(|(dir, lock)| HeldEvents::new(dir.as_fd(), lock.as_fd()).expect("a watch"))
+            .collect();
+        // Other tests of this process may hold a probe's instance meanwhile.
+        let open = super::super::watches::instances_open();
+        assert!(
+            (1..10).contains(&open),
+            "{open} inotify instances for 400 watches"
+        );
+        // Each is still told of its own name alone.
+        std::fs::remove_dir(root.join("d7/f.lock")).unwrap();
+        let wake = Wake::new();
+        wake.arm();
+        assert_eq!(
+            sleep(Some(&heads[7]), None, &wake, Duration::from_secs(5)),
+            Woken::NameChanged
+        );
+        assert!(heads.iter().all(|head| !head.relevant_events()));
+        drop((heads, held));
+        std::fs::remove_dir_all(root).unwrap();
+    }
 
     #[test]
     fn a_head_wakes_for_its_name_going_away_and_not_for_other_names() {

@@ -4,6 +4,7 @@
 
 pub mod events;
 pub mod procfs;
+mod watches;
 
 use std::path::Path;
 
