@@ -54,6 +54,12 @@ pub fn acquire_free_named(dir: &Path, file: &str) -> u64 {
     use crate::lock::fastpath;
     use std::time::Duration;
     fastpath::learn(dir, Some(true), Duration::ZERO);
+    // As the off-thread attempt that earned it would have: its debris scanned.
+    use crate::sys::os::fd::AsFd;
+    let parent = crate::fs::fsx::open_dir_nofollow(dir).unwrap();
+    let (key, links) =
+        crate::lock::table::LockKey::with_parent_links(parent.as_fd(), "f".as_ref()).unwrap();
+    crate::lock::debris::reap_when_changed(parent.as_fd(), &key.parent, links, &Default::default());
     let options = acquire_options(&dir.join(file), Duration::ZERO, Duration::from_millis(1));
     match acquire_first_attempt(options).unwrap() {
         crate::lock::acquire::Inline::Won(claim) => claim.take().id,

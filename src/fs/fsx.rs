@@ -331,14 +331,22 @@ pub struct DirIdentity {
 }
 
 /// The [`DirIdentity`] of an open directory.
-#[cfg(target_os = "linux")]
+#[cfg(test)]
 pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
+    dir_identity_and_links(dir).map(|(identity, _)| identity)
+}
+
+/// The [`DirIdentity`] of an open directory, and its link count as the
+/// same call saw it: 2 plus its subdirectories on most filesystems (ext4,
+/// xfs, tmpfs, APFS), always 1 on some (btrfs, many network mounts).
+#[cfg(target_os = "linux")]
+pub fn dir_identity_and_links(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64), Errno> {
     use crate::sys::os::fs::{StatxFlags, statx};
     match statx(
         dir,
         "",
         AtFlags::EMPTY_PATH,
-        StatxFlags::INO | StatxFlags::BTIME,
+        StatxFlags::INO | StatxFlags::BTIME | StatxFlags::NLINK,
     ) {
         Ok(stx) => {
             let birth_known = StatxFlags::from_bits_retain(stx.stx_mask)
@@ -351,11 +359,12 @@ pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
             } else {
                 0
             };
-            Ok(DirIdentity {
+            let identity = DirIdentity {
                 dev: crate::sys::os::fs::makedev(stx.stx_dev_major, stx.stx_dev_minor),
                 ino: stx.stx_ino,
                 birth_ns,
-            })
+            };
+            Ok((identity, u64::from(stx.stx_nlink)))
         }
         Err(Errno::NOSYS) => fstat_identity(dir),
         Err(errno) => Err(errno),
@@ -363,17 +372,19 @@ pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
+pub fn dir_identity_and_links(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64), Errno> {
     fstat_identity(dir)
 }
 
-fn fstat_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
+fn fstat_identity(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64), Errno> {
     let stat = fs::fstat(dir)?;
-    Ok(DirIdentity {
+    let identity = DirIdentity {
         dev: dev_of(&stat),
         ino: ino_of(&stat),
         birth_ns: 0,
-    })
+    };
+    #[allow(clippy::useless_conversion)] // nlink_t is u32 on some targets
+    Ok((identity, u64::from(stat.st_nlink)))
 }
 
 /// Whether two stats describe the same inode. Only meaningful while the first

@@ -956,10 +956,16 @@ impl Attempts {
     /// The inline attempt (see [`acquire_first_attempt`]).
     fn inline_attempt(&mut self) -> Result<Inline, AcquireError> {
         let parent = self.make_parent()?;
-        let key = self.key_of(parent.as_fd())?;
+        let (key, parent_links) = self.key_of(parent.as_fd())?;
         self.refuse_names_too_long_here(parent.as_fd(), &key)?;
         self.refuse_if_held_by_caller(&key)?;
         if !table::nobody_waits_for(&key) {
+            return Ok(Inline::NotNow(None));
+        }
+        // Debris may have appeared since this process last looked (a
+        // process killed while it waited here): the attempt runs off the
+        // thread, where it is reaped first.
+        if debris::changed_since_scan(&key.parent, parent_links) {
             return Ok(Inline::NotNow(None));
         }
         release::retry_pending(&key);
@@ -1094,7 +1100,7 @@ impl Attempts {
     fn attempt_at(&mut self, parent: OwnedFd) -> Result<Step, AcquireError> {
         // What woke us is spent by this attempt, whatever it returns.
         let holder_exited = std::mem::take(&mut self.holder_exited);
-        let key = self.key_of(parent.as_fd())?;
+        let (key, parent_links) = self.key_of(parent.as_fd())?;
         self.refuse_names_too_long_here(parent.as_fd(), &key)?;
         self.refuse_if_held_by_caller(&key)?;
         // Before joining the queue: anyone of this process holding the lock
@@ -1111,7 +1117,12 @@ impl Attempts {
         {
             return Err(self.would_block_its_own_process());
         }
-        debris::reap_once(parent.as_fd(), &key.parent, &self.options.policy);
+        debris::reap_when_changed(
+            parent.as_fd(),
+            &key.parent,
+            parent_links,
+            &self.options.policy,
+        );
         self.join_queue(&key);
         match table::turn(&self.place.as_ref().expect("joined").0, &self.lock_path) {
             table::Turn::Head => {}
@@ -1232,8 +1243,10 @@ impl Attempts {
     }
 
     /// The lock's canonical key: the parent's identity and the lock name.
-    fn key_of(&self, parent: BorrowedFd<'_>) -> Result<LockKey, AcquireError> {
-        LockKey::of(parent, &self.lock_name)
+    /// The lock's key in `parent`, and the parent's link count (see
+    /// [`debris::changed_since_scan`]).
+    fn key_of(&self, parent: BorrowedFd<'_>) -> Result<(LockKey, u64), AcquireError> {
+        LockKey::with_parent_links(parent, &self.lock_name)
             .map_err(|errno| self.io(errno, "cannot read the lock's parent directory"))
     }
 

@@ -41,7 +41,7 @@
 //! record, a live or unknown owner, another host's record — is kept, and
 //! the decision says why.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::sync::{Mutex, OnceLock};
 
@@ -526,27 +526,87 @@ pub fn reap_named_by_gone_pids(
     )
 }
 
-/// Reaps the debris of every lock in `parent` the first time this process
-/// makes an attempt (off the caller's thread) there: one directory scan per
-/// directory per process, so the first acquisition of any lock in it finds
-/// its killed predecessors' debris gone. Best effort: a scan that fails is
-/// tried again by the next attempt.
-pub fn reap_once(parent: BorrowedFd<'_>, dir: &DirIdentity, policy: &HostPolicy) {
-    static SCANNED: OnceLock<Mutex<HashSet<DirIdentity>>> = OnceLock::new();
-    let scanned = SCANNED.get_or_init(Mutex::default);
-    if scanned
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .contains(dir)
-    {
+/// What this process saw of a directory's debris at its last scan.
+struct Scanned {
+    /// The directory's link count then (less what the scan removed), or
+    /// the lowest seen since: a count above it means a subdirectory was
+    /// made since (on filesystems that count them).
+    links: u64,
+    /// The pids of the candidates the scan left because their owner
+    /// lived: one that has died since left debris to reap.
+    standing: Vec<u32>,
+}
+
+fn scanned() -> &'static Mutex<HashMap<DirIdentity, Scanned>> {
+    static SCANNED: OnceLock<Mutex<HashMap<DirIdentity, Scanned>>> = OnceLock::new();
+    SCANNED.get_or_init(Mutex::default)
+}
+
+/// Whether the debris of `dir`, whose link count is `links` now, may have
+/// changed since this process last scanned it: never scanned, a
+/// subdirectory made since (the count grew: a staging or a quarantine
+/// left by a process killed since), or the owner of a candidate the scan
+/// left has died. A count lower than the last one is remembered, so that
+/// a subdirectory made after a removal is seen. The cost while nothing
+/// changed: none, or one `kill(pid, 0)` per live owner the scan left
+/// (other processes' waiters, while they wait). Where directories count
+/// no subdirectories (btrfs, many network mounts: always 1), a waiter
+/// killed after this process's last scan is reaped by the contended
+/// path's scan, another process's first acquisition, or `exactlock gc`.
+pub fn changed_since_scan(dir: &DirIdentity, links: u64) -> bool {
+    let mut scanned = scanned().lock().unwrap_or_else(|p| p.into_inner());
+    let Some(seen) = scanned.get_mut(dir) else {
+        return true;
+    };
+    if links > seen.links {
+        return true;
+    }
+    seen.links = links;
+    !seen
+        .standing
+        .iter()
+        .all(|&pid| crate::sys::process::exists(pid))
+}
+
+/// Reaps the debris of every lock in `parent` when it may have changed
+/// since this process last scanned it ([`changed_since_scan`]): the first
+/// attempt of this process there, and the first after a process's debris
+/// may have appeared, find their killed predecessors' debris gone. Best
+/// effort: a scan that fails is tried again by the next attempt (one that
+/// may not list the directory, never).
+pub fn reap_when_changed(
+    parent: BorrowedFd<'_>,
+    dir: &DirIdentity,
+    links: u64,
+    policy: &HostPolicy,
+) {
+    if !changed_since_scan(dir, links) {
         return;
     }
-    if reap(parent, None, policy, true, MAX_CANDIDATES).is_ok() {
-        scanned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(*dir);
-    }
+    let decisions = match reap(parent, None, policy, true, MAX_CANDIDATES) {
+        Ok(decisions) => decisions,
+        // A directory this process may not list (`-wx`): every later
+        // attempt would fail the same way, and each would lose the inline
+        // path for it. Scanned, as far as it can be.
+        Err(Errno::ACCESS | Errno::PERM) => Vec::new(),
+        Err(_) => return,
+    };
+    let removed = decisions.iter().filter(|decision| decision.removed).count() as u64;
+    let standing = decisions
+        .iter()
+        .filter(|decision| {
+            !decision.removed && matches!(decision.reason, "file_lock_staging_owner_alive" | "busy")
+        })
+        .filter_map(|decision| decision.pid.or_else(|| classify_name(&decision.name)?.2))
+        .filter(|&pid| pid != crate::sys::unique::own_pid())
+        .collect();
+    scanned().lock().unwrap_or_else(|p| p.into_inner()).insert(
+        *dir,
+        Scanned {
+            links: links.saturating_sub(removed),
+            standing,
+        },
+    );
 }
 
 // Most of these build POSIX fixtures (symlinks, FIFOs, modes, a directory's
@@ -591,6 +651,61 @@ mod tests {
             .unwrap()
             .set_modified(hour_ago)
             .unwrap();
+    }
+
+    /// One attempt's look at `root`'s debris (see [`reap_when_changed`]).
+    fn attempt_looks_at(root: &Path) {
+        let parent = fsx::open_dir_nofollow(root).unwrap();
+        let (key, links) =
+            crate::lock::table::LockKey::with_parent_links(parent.as_fd(), OsStr::new("f.lock"))
+                .unwrap();
+        reap_when_changed(parent.as_fd(), &key.parent, links, &HostPolicy::default());
+    }
+
+    // The link count of a directory counts its subdirectories on tmpfs and
+    // ext4 (the test's temp dir), not on btrfs.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_process_that_scanned_a_directory_reaps_what_a_process_killed_since_left() {
+        let root = tempdir("debris-since");
+        attempt_looks_at(&root);
+        // A waiter killed after this process's first scan.
+        let dead = format!("f.lock.pending.{}.{UUID}", dead_pid());
+        plant(&root, &dead, Some(&record_of(dead_pid())));
+        attempt_looks_at(&root);
+        assert_eq!(
+            listing(&root),
+            Vec::<String>::new(),
+            "reaped by the next attempt"
+        );
+        // And again after that removal (the count it lowered is the new base).
+        plant(&root, &dead, Some(&record_of(dead_pid())));
+        attempt_looks_at(&root);
+        assert_eq!(listing(&root), Vec::<String>::new());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_waiter_alive_at_the_scan_and_killed_since_is_reaped_by_the_next_attempt() {
+        let root = tempdir("debris-killed-since");
+        let mut waiter = Command::new("sleep").arg("30").spawn().unwrap();
+        let name = format!("f.lock.pending.{}.{UUID}", waiter.id());
+        plant(&root, &name, Some(&record_of(waiter.id())));
+        attempt_looks_at(&root);
+        assert_eq!(
+            listing(&root),
+            vec![name.clone()],
+            "a live waiter's staging is kept"
+        );
+        attempt_looks_at(&root);
+        assert_eq!(listing(&root), vec![name], "and kept while it lives");
+        waiter.kill().unwrap();
+        waiter.wait().unwrap();
+        // The directory's link count is what it was at the scan.
+        attempt_looks_at(&root);
+        assert_eq!(listing(&root), Vec::<String>::new());
+        std::fs::remove_dir_all(root).unwrap();
     }
 
     fn reap_all(root: &Path) -> Vec<Decision> {

@@ -34,12 +34,16 @@ pub struct LockKey {
 }
 
 impl LockKey {
-    /// The key of `name` in the open directory `parent`.
-    pub fn of(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Self, Errno> {
-        Ok(LockKey {
-            parent: fsx::dir_identity(parent)?,
+    /// The key of `name` in the open directory `parent`, and the parent's
+    /// link count as the same call saw it (see
+    /// [`fsx::dir_identity_and_links`]).
+    pub fn with_parent_links(parent: BorrowedFd<'_>, name: &OsStr) -> Result<(Self, u64), Errno> {
+        let (identity, links) = fsx::dir_identity_and_links(parent)?;
+        let key = LockKey {
+            parent: identity,
             name: name.to_os_string(),
-        })
+        };
+        Ok((key, links))
     }
 }
 
