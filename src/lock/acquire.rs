@@ -962,12 +962,19 @@ impl Attempts {
         if !table::nobody_waits_for(&key) {
             return Ok(Inline::NotNow(None));
         }
-        // Debris may have appeared since this process last looked (a
-        // process killed while it waited here): the attempt runs off the
-        // thread, where it is reaped first.
-        if debris::changed_since_scan(&key.parent, parent_links) {
+        // The first scan of a directory's debris judges every candidate: off
+        // the thread. A later one (debris may have appeared since: a
+        // process killed while it waited here) lists it and judges only
+        // what a process that exited left, here.
+        if !debris::scanned_before(&key.parent) {
             return Ok(Inline::NotNow(None));
         }
+        debris::reap_when_changed(
+            parent.as_fd(),
+            &key.parent,
+            parent_links,
+            &self.options.policy,
+        );
         release::retry_pending(&key);
         let record = self.record();
         // An acquisition that will wait if the lock is taken stages its

@@ -513,17 +513,31 @@ pub fn reap_named_by_gone_pids(
     lock_name: &OsStr,
     policy: &HostPolicy,
 ) -> Result<Vec<Decision>, Errno> {
-    Ok(
-        candidates(parent, Some(lock_name), ALL_KINDS, MAX_CANDIDATES)?
-            .iter()
-            .filter(|name| {
-                classify_name(name)
-                    .and_then(|(_, _, pid)| pid)
-                    .is_none_or(|pid| !crate::sys::process::exists(pid))
-            })
-            .map(|name| decide(parent, name, policy, &Judge::Kernel, true))
-            .collect(),
-    )
+    Ok(reap_skipping_live_names(parent, Some(lock_name), policy)?.0)
+}
+
+/// [`reap`] with every candidate whose name's pid exists here skipped
+/// unopened; and the pids of those skipped.
+fn reap_skipping_live_names(
+    parent: BorrowedFd<'_>,
+    lock_name: Option<&OsStr>,
+    policy: &HostPolicy,
+) -> Result<(Vec<Decision>, Vec<u32>), Errno> {
+    let mut skipped = Vec::new();
+    let decisions = candidates(parent, lock_name, ALL_KINDS, MAX_CANDIDATES)?
+        .iter()
+        .filter(
+            |name| match classify_name(name).and_then(|(_, _, pid)| pid) {
+                Some(pid) if crate::sys::process::exists(pid) => {
+                    skipped.push(pid);
+                    false
+                }
+                _ => true,
+            },
+        )
+        .map(|name| decide(parent, name, policy, &Judge::Kernel, true))
+        .collect();
+    Ok((decisions, skipped))
 }
 
 /// What this process saw of a directory's debris at its last scan.
@@ -553,7 +567,7 @@ fn scanned() -> &'static Mutex<HashMap<DirIdentity, Scanned>> {
 /// no subdirectories (btrfs, many network mounts: always 1), a waiter
 /// killed after this process's last scan is reaped by the contended
 /// path's scan, another process's first acquisition, or `exactlock gc`.
-pub fn changed_since_scan(dir: &DirIdentity, links: u64) -> bool {
+fn changed_since_scan(dir: &DirIdentity, links: u64) -> bool {
     let mut scanned = scanned().lock().unwrap_or_else(|p| p.into_inner());
     let Some(seen) = scanned.get_mut(dir) else {
         return true;
@@ -568,6 +582,14 @@ pub fn changed_since_scan(dir: &DirIdentity, links: u64) -> bool {
         .all(|&pid| crate::sys::process::exists(pid))
 }
 
+/// Whether this process has scanned the debris of `dir`.
+pub fn scanned_before(dir: &DirIdentity) -> bool {
+    scanned()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains_key(dir)
+}
+
 /// Reaps the debris of every lock in `parent` when it may have changed
 /// since this process last scanned it ([`changed_since_scan`]): the first
 /// attempt of this process there, and the first after a process's debris
@@ -580,15 +602,26 @@ pub fn reap_when_changed(
     links: u64,
     policy: &HostPolicy,
 ) {
-    if !changed_since_scan(dir, links) {
+    let first = !scanned_before(dir);
+    if !first && !changed_since_scan(dir, links) {
         return;
     }
-    let decisions = match reap(parent, None, policy, true, MAX_CANDIDATES) {
-        Ok(decisions) => decisions,
+    // The first scan judges every candidate. A later one, which a busy
+    // directory's waiters make often, skips unopened those named by a
+    // running pid, as a contended acquisition does
+    // ([`reap_named_by_gone_pids`]): nearly always live waiters' stagings,
+    // remembered, and judged once their process has exited.
+    let scan = if first {
+        reap(parent, None, policy, true, MAX_CANDIDATES).map(|decisions| (decisions, Vec::new()))
+    } else {
+        reap_skipping_live_names(parent, None, policy)
+    };
+    let (decisions, skipped) = match scan {
+        Ok(scan) => scan,
         // A directory this process may not list (`-wx`): every later
         // attempt would fail the same way, and each would lose the inline
         // path for it. Scanned, as far as it can be.
-        Err(Errno::ACCESS | Errno::PERM) => Vec::new(),
+        Err(Errno::ACCESS | Errno::PERM) => Default::default(),
         Err(_) => return,
     };
     let removed = decisions.iter().filter(|decision| decision.removed).count() as u64;
@@ -598,7 +631,10 @@ pub fn reap_when_changed(
             !decision.removed && matches!(decision.reason, "file_lock_staging_owner_alive" | "busy")
         })
         .filter_map(|decision| decision.pid.or_else(|| classify_name(&decision.name)?.2))
-        .filter(|&pid| pid != crate::sys::unique::own_pid())
+        .chain(skipped)
+        // Only a running process's exit can change what was judged (a
+        // name's pid that runs nowhere would make every attempt scan).
+        .filter(|&pid| pid != crate::sys::unique::own_pid() && crate::sys::process::exists(pid))
         .collect();
     scanned().lock().unwrap_or_else(|p| p.into_inner()).insert(
         *dir,
