@@ -21,7 +21,6 @@ afterEach(async () => {
   for (const dir of copies.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** inotify instances this process holds open. */
 /** This process's inotify instances, and the kernel watches they hold (`/proc/self/fdinfo`). */
 function inotify(): { instances: number; watches: number } {
   let instances = 0;

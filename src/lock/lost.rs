@@ -2,8 +2,9 @@
 //! someone else's, while it still holds it.
 //!
 //! A [`LossWatch`] exists only while someone listens (`release.signal`,
-//! `onCompromised`): its own kernel watch ([`HeldEvents`]: inotify on
-//! Linux, kqueue on macOS) on the lock's parent for the lock name going or
+//! `onCompromised`): a kernel watch of its own ([`HeldEvents`]: on Linux
+//! a subscription to the process's one inotify instance, kqueue on macOS)
+//! on the lock's parent for the lock name going or
 //! coming, and on the published directory itself for being moved or
 //! deleted and for its record being changed. A thread of its own sleeps on
 //! that and on a [`Wake`] that stops it; nothing polls the disk on a timer,

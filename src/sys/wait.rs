@@ -9,7 +9,8 @@
 //!   hand-over, its cancellation, its environment's teardown).
 //!
 //! How the kernel tells is the platform's ([`crate::sys::platform`]):
-//! inotify, a pidfd and an eventfd in one `poll` on Linux; one `kqueue` on
+//! inotify (the process's one instance), a pidfd and an eventfd in one
+//! `epoll_wait` on Linux; one `kqueue` on
 //! macOS; nothing but a pipe under the portable mechanisms, where the
 //! timer does all the work. The timeout (`retryDelayMs`) is the fallback
 //! everywhere: for filesystems that send no events (network mounts) and
@@ -233,7 +234,8 @@ pub fn holder_exit(pid: u32) -> HolderExit {
 /// Sleeps on the calling thread until the watched name (or its directory)
 /// changes, the holder exits, `wake` is signalled, or `timeout` passes,
 /// whichever comes first. Events for other names in the directory are
-/// slept through: they cost a wake-up of this thread, never an attempt.
+/// slept through: they cost a wake-up of a sleeping thread (on Linux, one
+/// of the process's, whichever the kernel picks), never an attempt.
 /// Spurious returns are harmless: the caller looks.
 pub fn sleep(
     watch: Option<&Watch>,

@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::time::{Duration, Instant};
 
 use rustix::event::{EventfdFlags, PollFd, PollFlags};
-use rustix::fd::{BorrowedFd, OwnedFd};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::inotify::WatchFlags;
 use rustix::io::Errno;
 use rustix::process::PidfdFlags;
@@ -73,8 +73,10 @@ pub fn wake_fd() -> Option<WakeFd> {
 /// changes, the holder exits, `wake` is signalled, or `timeout` passes,
 /// whichever comes first. Events for other names in the directory (the
 /// user's own files written and renamed next to the lock, other waiters'
-/// staging) are read and slept through: they cost a wake-up of this
-/// thread, never an attempt. Spurious returns are harmless: the caller looks.
+/// staging), and events of other watches of the process, are read and
+/// slept through: each costs a wake-up of one sleeping thread of the
+/// process (the kernel's pick, `EPOLLEXCLUSIVE`), never an attempt.
+/// Spurious returns are harmless: the caller looks.
 pub fn sleep(
     watch: Option<&NameWatch>,
     holder: Option<&HolderWatch>,
@@ -84,45 +86,67 @@ pub fn sleep(
     let deadline = Instant::now() + timeout;
     // Whether the process's signal was pending when the sleep ended.
     let mut signalled = false;
-    let woken = loop {
-        // An event another thread read for us (see [`super::watches`]) is taken
-        // here, before sleeping, as one queued for us is.
-        if watch.is_some_and(NameWatch::relevant_events) {
-            break Woken::NameChanged;
-        }
-        let mut fds = Vec::with_capacity(4);
-        if let Some(watch) = watch {
-            for fd in watch.subscription.pollables() {
-                fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
+    let woken = match watch {
+        Some(watch) => loop {
+            // An event another thread read for us (see
+            // [`super::watches`]) is taken here, before sleeping, as one
+            // queued for us is.
+            if watch.relevant_events() {
+                break Woken::NameChanged;
             }
-        }
-        let holder_at = holder.map(|holder| {
-            fds.push(PollFd::new(holder, PollFlags::IN));
-            fds.len() - 1
-        });
-        let wake_at = wake.pollable().map(|fd| {
-            fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
-            fds.len() - 1
-        });
-        let left = timespec(deadline.saturating_duration_since(Instant::now()));
-        match rustix::event::poll(&mut fds, Some(&left)) {
-            Err(Errno::INTR) => continue,
-            // Timed out, or poll failed: the caller looks.
-            Ok(0) | Err(_) => break Woken::Timeout,
-            Ok(_) => {}
-        }
-        // Anything but the watch (the holder exited, a signal) ends the
-        // sleep; the watch only when an event concerns the lock's name,
-        // which the next turn of the loop reads.
-        let holder_exited = holder_at.is_some_and(|at| !fds[at].revents().is_empty());
-        signalled = wake_at.is_some_and(|at| !fds[at].revents().is_empty());
-        drop(fds);
-        if holder_exited {
-            break Woken::HolderExited;
-        }
-        if signalled {
-            break Woken::Signalled;
-        }
+            let holder_at = holder.map(|_| 0);
+            let extra: Vec<BorrowedFd<'_>> = holder
+                .map(|holder| holder.as_fd())
+                .into_iter()
+                .chain(wake.pollable())
+                .collect();
+            let wake_at = wake.pollable().map(|_| extra.len() - 1);
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ready = match watch.subscription.wait(&extra, Some(left)) {
+                Err(Errno::INTR) => continue,
+                // Waiting failed: the caller looks.
+                Err(_) => break Woken::Timeout,
+                Ok(ready) => ready,
+            };
+            let holder_exited = holder_at.is_some_and(|at| ready.extra & (1 << at) != 0);
+            signalled = wake_at.is_some_and(|at| ready.extra & (1 << at) != 0);
+            if holder_exited {
+                break Woken::HolderExited;
+            }
+            if signalled {
+                break Woken::Signalled;
+            }
+            if !ready.events {
+                break Woken::Timeout;
+            }
+            // The watch: the next turn of the loop reads what came.
+        },
+        None => loop {
+            let mut fds = Vec::with_capacity(2);
+            let holder_at = holder.map(|holder| {
+                fds.push(PollFd::new(holder, PollFlags::IN));
+                fds.len() - 1
+            });
+            let wake_at = wake.pollable().map(|fd| {
+                fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
+                fds.len() - 1
+            });
+            let left = timespec(deadline.saturating_duration_since(Instant::now()));
+            match rustix::event::poll(&mut fds, Some(&left)) {
+                Err(Errno::INTR) => continue,
+                // Timed out, or poll failed: the caller looks.
+                Ok(0) | Err(_) => break Woken::Timeout,
+                Ok(_) => {}
+            }
+            let holder_exited = holder_at.is_some_and(|at| !fds[at].revents().is_empty());
+            signalled = wake_at.is_some_and(|at| !fds[at].revents().is_empty());
+            if holder_exited {
+                break Woken::HolderExited;
+            }
+            if signalled {
+                break Woken::Signalled;
+            }
+        },
     };
     // Consume what woke us, so the next sleep waits for something new
     // (the pidfd stays readable once its process exited; it is not
@@ -133,9 +157,11 @@ pub fn sleep(
     if signalled {
         wake.drain();
     }
-    // A name event that came after the poll timed out is read here: it is
+    // A name event that came after the wait timed out is read here: it is
     // not thrown away (a synchronous waiter sleeps again after a timed-out
-    // slice, and would miss the release until its next look).
+    // slice, and would miss the release until its next look). And what the
+    // kernel woke this thread alone for is read whatever ended the sleep:
+    // it may concern another thread's watch.
     if woken != Woken::NameChanged
         && let Some(watch) = watch
         && watch.relevant_events()
@@ -181,24 +207,23 @@ impl HeldEvents {
     }
 
     /// Sleeps until an event concerns it or `stop` is readable; `Err` when
-    /// `poll` fails for good.
+    /// waiting fails for good.
     pub fn wait(&self, stop: BorrowedFd<'_>) -> Result<(), Errno> {
         loop {
             if self.subscription.take_events() {
                 return Ok(());
             }
-            let [events, kick] = self.subscription.pollables();
-            let mut fds = [
-                PollFd::from_borrowed_fd(events, PollFlags::IN),
-                PollFd::from_borrowed_fd(kick, PollFlags::IN),
-                PollFd::from_borrowed_fd(stop, PollFlags::IN),
-            ];
-            match rustix::event::poll(&mut fds, None) {
+            match self.subscription.wait(&[stop], None) {
+                Ok(ready) if ready.extra != 0 => {
+                    // What the kernel woke this thread for may concern
+                    // another watch: read before leaving.
+                    if ready.events {
+                        self.subscription.take_events();
+                    }
+                    return Ok(());
+                }
                 Ok(_) | Err(Errno::INTR) => {}
                 Err(errno) => return Err(errno),
-            }
-            if !fds[2].revents().is_empty() {
-                return Ok(());
             }
         }
     }

@@ -6,24 +6,37 @@
 //! same budget. An instance per waiting head and per watched held lock
 //! would use it up with a hundred locks in one process, and from then on
 //! other programs' `fs.watch` fail with `EMFILE`. So a process makes one
-//! instance, when a watch is first needed, and keeps it; if the kernel
-//! refuses it, the next watch asks again.
+//! instance, when a watch is first needed, and keeps it for its life (one
+//! of the uid's budget per process that ever waited or watched); if the
+//! kernel refuses it, the next watch asks again.
 //!
 //! A watch is a [`Subscription`]: the watch descriptors it added, each
 //! with the events it wants from it, and a flag set when an event concerns
 //! it. The kernel gives one watch descriptor per directory per instance;
-//! its mask is the union of what its subscriptions asked for
-//! (`IN_MASK_ADD`), each subscription filters by its own, and the
-//! descriptor is removed when its last subscription goes.
+//! its mask is the union of what every subscription asked of it since it
+//! was made (`IN_MASK_ADD`: it never narrows while the descriptor lives),
+//! each subscription filters by its own, and the descriptor is removed
+//! when its last subscription goes. The queue (`max_queued_events`) is the
+//! process's: when it overflows, every subscription is told, and looks.
 //!
-//! Who reads: every thread sleeping on a subscription polls the shared
-//! descriptor beside its own; the first to take the hub's lock reads
-//! everything queued and marks the subscriptions the events concern. A
-//! subscription marked by another thread is told through its own eventfd
-//! (its "kick"), which its thread polls too: an event read while that
-//! thread was not in `poll` (looking at the lock, or between its last
-//! check and its `poll`) is never lost. The thread an event concerns is
-//! woken by the kernel itself, as with an instance of its own.
+//! Who reads: a thread sleeping on a subscription waits in `epoll_wait` on
+//! an epoll of the subscription's own, which holds the shared instance
+//! (`EPOLLEXCLUSIVE`: an event wakes one sleeping thread, not all of them),
+//! the subscription's eventfd (its "kick") and whatever else that sleep
+//! waits for. The thread woken, and any that looks before sleeping, reads
+//! everything queued under the hub's lock and marks the subscriptions the
+//! events concern, kicking those of other threads: an event read while its
+//! thread was not waiting (looking at the lock, or between its last check
+//! and its wait) is never lost. A lone waiter is woken by the kernel
+//! itself, as with an instance of its own; among many, the one the event
+//! concerns may be woken through its kick by the one the kernel chose.
+//!
+//! Adding a watch (`inotify_add_watch`) checks the directory's permissions,
+//! which on a network mount is a call to its server: it is made outside
+//! the hub's lock, so that a stalled mount delays no other watch's events.
+//! While it runs, the directory is reserved, so that a watch of the same
+//! directory going away meanwhile does not remove the descriptor the add
+//! is about to share.
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -31,15 +44,20 @@ use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 use rustix::event::EventfdFlags;
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::event::epoll::{self, EventData, EventFlags};
+use rustix::fd::{BorrowedFd, OwnedFd};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 
 /// Events every subscription of a watch descriptor is told of: the watch
 /// ended (`IN_IGNORED`: its directory deleted, its filesystem unmounted).
 const ENDS_THE_WATCH: ReadFlags = ReadFlags::IGNORED;
+
+/// A directory, as the kernel tells one from another (device, inode).
+type DirId = (u64, u64);
 
 /// The one instance, and who listens to it.
 struct Hub {
@@ -50,8 +68,11 @@ struct Hub {
 #[derive(Default)]
 struct State {
     next_id: u64,
-    /// How many subscriptions use each watch descriptor.
-    users: HashMap<i32, usize>,
+    /// How many subscriptions use each watch descriptor, and its directory.
+    users: HashMap<i32, (usize, DirId)>,
+    /// Directories whose watch is being added outside the lock, and by how
+    /// many: their descriptor is not removed meanwhile.
+    adding: HashMap<DirId, usize>,
     subscribers: HashMap<u64, Subscriber>,
 }
 
@@ -112,6 +133,7 @@ impl Hub {
 
     /// Reads every queued event and marks (and kicks) the subscriptions
     /// they concern; `reader` is not kicked (it looks at its flag next).
+    /// Nothing here blocks: the instance is non-blocking.
     fn dispatch(&self, state: &mut State, reader: u64) {
         let mut buffer = [MaybeUninit::<u8>::uninit(); 4096];
         let mut events = inotify::Reader::new(&self.fd, &mut buffer);
@@ -142,11 +164,26 @@ impl Hub {
     }
 }
 
+/// The tag of the shared instance and of the kick in a subscription's epoll;
+/// what a sleep adds is tagged from [`FIRST_EXTRA`].
+const SHARED: u64 = 0;
+const KICK: u64 = 1;
+const FIRST_EXTRA: u64 = 2;
+
+/// What ended a [`Subscription::wait`].
+pub struct Ready {
+    /// The shared instance or the kick: [`Subscription::take_events`] tells.
+    pub events: bool,
+    /// Which of the extra descriptors, by their index (bit i).
+    pub extra: u32,
+}
+
 /// A watch: what it asked the shared instance for, until dropped.
 pub struct Subscription {
     hub: &'static Hub,
     id: u64,
     kick: Arc<OwnedFd>,
+    epoll: OwnedFd,
 }
 
 impl Subscription {
@@ -157,24 +194,84 @@ impl Subscription {
         watches: &[(BorrowedFd<'_>, WatchFlags)],
         name: Option<&OsStr>,
     ) -> Result<Subscription, Errno> {
-        let hub = hub()?;
+        Self::new_in(hub()?, watches, name)
+    }
+
+    fn new_in(
+        hub: &'static Hub,
+        watches: &[(BorrowedFd<'_>, WatchFlags)],
+        name: Option<&OsStr>,
+    ) -> Result<Subscription, Errno> {
         let kick = Arc::new(rustix::event::eventfd(
             0,
             EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC,
         )?);
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        epoll::add(
+            &epoll,
+            &hub.fd,
+            EventData::new_u64(SHARED),
+            EventFlags::IN | EventFlags::EXCLUSIVE,
+        )?;
+        epoll::add(&epoll, &*kick, EventData::new_u64(KICK), EventFlags::IN)?;
+        let dirs = watches
+            .iter()
+            .map(|&(dir, _)| {
+                let stat = rustix::fs::fstat(dir)?;
+                #[allow(clippy::useless_conversion)] // dev_t, ino_t per target
+                Ok((u64::from(stat.st_dev), u64::from(stat.st_ino)))
+            })
+            .collect::<Result<Vec<DirId>, Errno>>()?;
+        {
+            let mut state = hub.state();
+            for dir in &dirs {
+                *state.adding.entry(*dir).or_default() += 1;
+            }
+        }
+        // Outside the lock: see the module's doc.
+        let added: Vec<Result<i32, Errno>> = watches
+            .iter()
+            .map(|&(dir, mask)| add_watch(&hub.fd, dir, mask))
+            .collect();
         let mut state = hub.state();
-        let mut wants = Vec::with_capacity(watches.len());
-        for &(dir, mask) in watches {
-            match add_watch(&hub.fd, dir, mask) {
-                Ok(wd) => {
-                    *state.users.entry(wd).or_default() += 1;
-                    wants.push((wd, ReadFlags::from_bits_retain(mask.bits())));
-                }
-                Err(errno) => {
-                    forget(hub, &mut state, &wants);
-                    return Err(errno);
+        for dir in &dirs {
+            if let Some(adding) = state.adding.get_mut(dir) {
+                *adding -= 1;
+                if *adding == 0 {
+                    state.adding.remove(dir);
                 }
             }
+        }
+        let mut wants = Vec::with_capacity(watches.len());
+        let mut failed = None;
+        for ((&(_, mask), added), dir) in watches.iter().zip(added).zip(&dirs) {
+            match added {
+                Ok(wd) => {
+                    let users = state.users.entry(wd).or_insert((0, *dir));
+                    users.0 += 1;
+                    wants.push((wd, ReadFlags::from_bits_retain(mask.bits())));
+                }
+                Err(errno) => failed = Some(errno),
+            }
+        }
+        if failed.is_some() {
+            forget(hub, &mut state, &wants);
+        }
+        // A watch of a reserved directory that left meanwhile kept its
+        // descriptor for this add: removed now if nobody uses it (the add
+        // failed, or the kernel gave the directory another descriptor).
+        let unused: Vec<i32> = state
+            .users
+            .iter()
+            .filter(|(_, (users, dir))| *users == 0 && !state.adding.contains_key(dir))
+            .map(|(&wd, _)| wd)
+            .collect();
+        for wd in unused {
+            state.users.remove(&wd);
+            let _ = inotify::remove_watch(&hub.fd, wd);
+        }
+        if let Some(errno) = failed {
+            return Err(errno);
         }
         let id = state.next_id;
         state.next_id += 1;
@@ -188,13 +285,54 @@ impl Subscription {
                 kicked: false,
             },
         );
-        Ok(Subscription { hub, id, kick })
+        Ok(Subscription {
+            hub,
+            id,
+            kick,
+            epoll,
+        })
     }
 
-    /// The descriptors a sleeping thread polls: the shared instance's, and
-    /// its own kick.
-    pub fn pollables(&self) -> [BorrowedFd<'_>; 2] {
-        [self.hub.fd.as_fd(), self.kick.as_fd()]
+    /// Waits until the shared instance has something to read, this
+    /// subscription is kicked, one of `extra` is readable, or `timeout`
+    /// passes (`None`: no timeout). Whoever returns with `events` set reads
+    /// them next ([`Subscription::take_events`]): the kernel woke this
+    /// thread alone for them.
+    pub fn wait(
+        &self,
+        extra: &[BorrowedFd<'_>],
+        timeout: Option<Duration>,
+    ) -> Result<Ready, Errno> {
+        let mut added = 0;
+        let result = (|| {
+            for (at, fd) in extra.iter().enumerate() {
+                epoll::add(
+                    &self.epoll,
+                    fd,
+                    EventData::new_u64(FIRST_EXTRA + at as u64),
+                    EventFlags::IN,
+                )?;
+                added += 1;
+            }
+            let mut events = [MaybeUninit::<epoll::Event>::uninit(); 8];
+            let timeout = timeout.map(crate::sys::wait::timespec);
+            let (ready, _) = epoll::wait(&self.epoll, &mut events, timeout.as_ref())?;
+            let mut answer = Ready {
+                events: false,
+                extra: 0,
+            };
+            for event in ready.iter() {
+                match event.data.u64() {
+                    SHARED | KICK => answer.events = true,
+                    tag => answer.extra |= 1 << (tag - FIRST_EXTRA),
+                }
+            }
+            Ok(answer)
+        })();
+        for fd in &extra[..added] {
+            let _ = epoll::delete(&self.epoll, fd);
+        }
+        result
     }
 
     /// Reads what is queued, and takes this subscription's mark: whether an
@@ -224,15 +362,16 @@ impl Drop for Subscription {
 }
 
 /// Gives back the watch descriptors in `wants`: each removed from the
-/// kernel when no other subscription uses it.
+/// kernel when no other subscription uses it and no add of its directory
+/// is under way (`inotify_rm_watch` does not block).
 fn forget(hub: &Hub, state: &mut State, wants: &[(i32, ReadFlags)]) {
     for &(wd, _) in wants {
-        let Some(users) = state.users.get_mut(&wd) else {
+        let Some((users, dir)) = state.users.get_mut(&wd) else {
             // Ended by the kernel already (`IN_IGNORED`).
             continue;
         };
         *users -= 1;
-        if *users == 0 {
+        if *users == 0 && !state.adding.contains_key(dir) {
             state.users.remove(&wd);
             // Its `IN_IGNORED`, queued by this removal, concerns nobody.
             let _ = inotify::remove_watch(&hub.fd, wd);
@@ -271,6 +410,7 @@ mod tests {
     use crate::fs::fsx;
     use crate::testutil::tempdir;
     use rustix::event::{PollFd, PollFlags, Timespec};
+    use rustix::fd::AsFd;
 
     const GONE: WatchFlags = WatchFlags::DELETE.union(WatchFlags::MOVED_FROM);
 
@@ -279,9 +419,80 @@ mod tests {
     }
 
     fn kicked(subscription: &Subscription) -> bool {
-        let [_, kick] = subscription.pollables();
-        let mut fds = [PollFd::from_borrowed_fd(kick, PollFlags::IN)];
+        let mut fds = [PollFd::new(&*subscription.kick, PollFlags::IN)];
         rustix::event::poll(&mut fds, Some(&Timespec::default())).unwrap() == 1
+    }
+
+    /// How often the calling thread has been switched out to sleep.
+    fn sleeps_of_this_thread() -> usize {
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let line = status
+            .lines()
+            .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))
+            .unwrap();
+        line.trim().parse().unwrap()
+    }
+
+    #[test]
+    fn an_event_wakes_one_sleeping_thread_not_every_one() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let root = tempdir("watches-herd");
+        let busy_dir = root.join("busy");
+        std::fs::create_dir(&busy_dir).unwrap();
+        // Someone watches the busy directory's lock name, and is not asleep.
+        // An instance of its own: other tests' events would wake its
+        // sleepers too.
+        let hub: &'static Hub = Box::leak(Box::new(Hub {
+            fd: inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).unwrap(),
+            state: Mutex::default(),
+        }));
+        let watch = move |dir: &OwnedFd, name: &str| {
+            Subscription::new_in(hub, &[(dir.as_fd(), GONE)], Some(OsStr::new(name))).unwrap()
+        };
+        let busy = watch(&fsx::open_dir_nofollow(&busy_dir).unwrap(), "f.lock");
+        let stop = Arc::new(
+            rustix::event::eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).unwrap(),
+        );
+        let asleep = Arc::new(AtomicUsize::new(0));
+        let sleepers: Vec<_> = (0..20)
+            .map(|i| {
+                let dir = root.join(format!("d{i}"));
+                std::fs::create_dir(&dir).unwrap();
+                let (stop, asleep) = (stop.clone(), asleep.clone());
+                std::thread::spawn(move || {
+                    let mine = watch(&fsx::open_dir_nofollow(&dir).unwrap(), "f.lock");
+                    let before = sleeps_of_this_thread();
+                    asleep.fetch_add(1, Ordering::SeqCst);
+                    loop {
+                        let ready = mine.wait(&[stop.as_fd()], None).unwrap();
+                        if ready.extra != 0 {
+                            return sleeps_of_this_thread() - before;
+                        }
+                        assert!(!mine.take_events(), "nothing here concerns it");
+                    }
+                })
+            })
+            .collect();
+        while asleep.load(Ordering::SeqCst) < 20 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        // 200 events for names nobody asked about, one at a time.
+        for k in 0..200 {
+            let other = busy_dir.join(format!("x{k}"));
+            std::fs::create_dir(&other).unwrap();
+            std::fs::remove_dir(&other).unwrap();
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        rustix::io::write(&*stop, &1u64.to_ne_bytes()).unwrap();
+        let sleeps: usize = sleepers.into_iter().map(|s| s.join().unwrap()).sum();
+        eprintln!("20 sleepers woken {sleeps} times by 200 events none of them wanted");
+        // Each event wakes one of them (fewer when events come together):
+        // all twenty would be about 4000. The stop wakes each once.
+        assert!(sleeps <= 20 + 600, "{sleeps} wake-ups for 200 events");
+        assert!(!busy.take_events());
+        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]
