@@ -11,7 +11,7 @@
  *   the listing here is native and cannot be mocked. The same outcomes are
  *   covered natively: a name gone when inspected is `enoent_already_gone`
  *   (below), and a failed scan never fails an acquisition
- *   (`debris::reap_once` is best effort, tried again by the next one).
+ *   (`debris::reap_when_changed` is best effort, tried again by the next one).
  * - "GC discovers session index staging without entering session payload
  *   trees" tests upstream's GC walker of its session store, which this
  *   package does not have; `exactlock gc` is tested in debris-reaping.

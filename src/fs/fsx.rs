@@ -342,10 +342,13 @@ pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
 #[cfg(target_os = "linux")]
 pub fn dir_identity_and_links(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64), Errno> {
     use crate::sys::os::fs::{StatxFlags, statx};
+    // Nothing asked for changes while the descriptor is open but the link
+    // count, which is only a hint (see `debris`): the cached attributes
+    // serve, and NFS sends no GETATTR for them.
     match statx(
         dir,
         "",
-        AtFlags::EMPTY_PATH,
+        AtFlags::EMPTY_PATH | AtFlags::STATX_DONT_SYNC,
         StatxFlags::INO | StatxFlags::BTIME | StatxFlags::NLINK,
     ) {
         Ok(stx) => {

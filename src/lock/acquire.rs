@@ -964,15 +964,15 @@ impl Attempts {
         }
         // The first scan of a directory's debris judges every candidate: off
         // the thread. A later one (debris may have appeared since: a
-        // process killed while it waited here) lists it and judges only
-        // what a process that exited left, here.
+        // process killed while it waited here) runs on a thread of its
+        // own: this one lists nothing.
         if !debris::scanned_before(&key.parent) {
             return Ok(Inline::NotNow(None));
         }
-        debris::reap_when_changed(
+        debris::reap_soon_when_changed(
             parent.as_fd(),
             &key.parent,
-            parent_links,
+            parent_links.saturating_sub(table::generations_in(&key.parent)),
             &self.options.policy,
         );
         release::retry_pending(&key);
@@ -1127,7 +1127,7 @@ impl Attempts {
         debris::reap_when_changed(
             parent.as_fd(),
             &key.parent,
-            parent_links,
+            parent_links.saturating_sub(table::generations_in(&key.parent)),
             &self.options.policy,
         );
         self.join_queue(&key);
@@ -1249,9 +1249,8 @@ impl Attempts {
             .map_err(|errno| self.io(errno, "cannot create the lock's parent directory"))
     }
 
-    /// The lock's canonical key: the parent's identity and the lock name.
-    /// The lock's key in `parent`, and the parent's link count (see
-    /// [`debris::changed_since_scan`]).
+    /// The lock's canonical key in `parent` (the parent's identity and the
+    /// lock name), and the parent's link count (see [`debris`]).
     fn key_of(&self, parent: BorrowedFd<'_>) -> Result<(LockKey, u64), AcquireError> {
         LockKey::with_parent_links(parent, &self.lock_name)
             .map_err(|errno| self.io(errno, "cannot read the lock's parent directory"))

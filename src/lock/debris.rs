@@ -44,6 +44,7 @@
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use crate::sys::os::fs::{Dir, FileType, FlockOperation, Mode, OFlags};
@@ -507,7 +508,7 @@ pub fn reap(
 /// and judging it in full costs some thirty syscalls on every hand-off of
 /// a busy lock. Skipping removes nothing: a dead owner whose pid was
 /// reused (or a name of another pid namespace) is left for the full scans
-/// ([`reap_once`], `exactlock gc`).
+/// ([`reap_when_changed`], `exactlock gc`).
 pub fn reap_named_by_gone_pids(
     parent: BorrowedFd<'_>,
     lock_name: &OsStr,
@@ -542,44 +543,32 @@ fn reap_skipping_live_names(
 
 /// What this process saw of a directory's debris at its last scan.
 struct Scanned {
-    /// The directory's link count then (less what the scan removed), or
-    /// the lowest seen since: a count above it means a subdirectory was
-    /// made since (on filesystems that count them).
+    /// The directory's link count then, less this process's own lock
+    /// directories in it and what the scan removed; or the lowest seen
+    /// since: a count above it means a subdirectory was made since (on
+    /// filesystems that count them).
     links: u64,
     /// The pids of the candidates the scan left because their owner
     /// lived: one that has died since left debris to reap.
     standing: Vec<u32>,
+    /// A rescan is running.
+    scanning: bool,
+    /// When the last scan ended, and when `standing` was last checked.
+    scanned_at: Instant,
+    looked_at: Instant,
+    /// How many rescans there were (for tests).
+    rescans: u32,
 }
+
+/// The shortest time between two rescans of a directory, and between two
+/// checks of the processes a scan left standing: a busy directory (locks
+/// of other processes coming and going) costs at most one listing and one
+/// `kill(pid, 0)` per such process in each.
+const RESCAN_GAP: Duration = Duration::from_millis(100);
 
 fn scanned() -> &'static Mutex<HashMap<DirIdentity, Scanned>> {
     static SCANNED: OnceLock<Mutex<HashMap<DirIdentity, Scanned>>> = OnceLock::new();
     SCANNED.get_or_init(Mutex::default)
-}
-
-/// Whether the debris of `dir`, whose link count is `links` now, may have
-/// changed since this process last scanned it: never scanned, a
-/// subdirectory made since (the count grew: a staging or a quarantine
-/// left by a process killed since), or the owner of a candidate the scan
-/// left has died. A count lower than the last one is remembered, so that
-/// a subdirectory made after a removal is seen. The cost while nothing
-/// changed: none, or one `kill(pid, 0)` per live owner the scan left
-/// (other processes' waiters, while they wait). Where directories count
-/// no subdirectories (btrfs, many network mounts: always 1), a waiter
-/// killed after this process's last scan is reaped by the contended
-/// path's scan, another process's first acquisition, or `exactlock gc`.
-fn changed_since_scan(dir: &DirIdentity, links: u64) -> bool {
-    let mut scanned = scanned().lock().unwrap_or_else(|p| p.into_inner());
-    let Some(seen) = scanned.get_mut(dir) else {
-        return true;
-    };
-    if links > seen.links {
-        return true;
-    }
-    seen.links = links;
-    !seen
-        .standing
-        .iter()
-        .all(|&pid| crate::sys::process::exists(pid))
 }
 
 /// Whether this process has scanned the debris of `dir`.
@@ -590,57 +579,169 @@ pub fn scanned_before(dir: &DirIdentity) -> bool {
         .contains_key(dir)
 }
 
-/// Reaps the debris of every lock in `parent` when it may have changed
-/// since this process last scanned it ([`changed_since_scan`]): the first
-/// attempt of this process there, and the first after a process's debris
-/// may have appeared, find their killed predecessors' debris gone. Best
-/// effort: a scan that fails is tried again by the next attempt (one that
-/// may not list the directory, never).
+/// Claims the rescan of `dir` (whose link count, less this process's own
+/// lock directories in it, is `links` now) if its debris may have changed
+/// since this process last scanned it: a subdirectory made since (the
+/// count grew: a staging or a quarantine of a process killed since), or
+/// the owner of a candidate the last scan left has exited. At most one
+/// rescan at a time and one per [`RESCAN_GAP`]; a change seen meanwhile is
+/// still seen after it. A count lower than the last one becomes the base,
+/// so that a subdirectory made after a removal is seen.
+///
+/// Best effort: a subdirectory made while another went (a waiter killed
+/// while another lock was released) leaves the count where it was, and
+/// where directories count no subdirectories (btrfs, overlayfs once a
+/// directory is copied up, many network mounts: always 1) only the pid
+/// rule applies. What this misses is reaped by a contended acquisition's
+/// scan, another process's first acquisition there, or `exactlock gc`.
+fn claim_rescan(dir: &DirIdentity, links: u64) -> bool {
+    let standing = {
+        let mut scanned = scanned().lock().unwrap_or_else(|p| p.into_inner());
+        let Some(seen) = scanned.get_mut(dir) else {
+            return false;
+        };
+        if seen.scanning {
+            return false;
+        }
+        if links > seen.links {
+            if seen.scanned_at.elapsed() < RESCAN_GAP {
+                return false;
+            }
+            seen.scanning = true;
+            return true;
+        }
+        seen.links = links;
+        if seen.standing.is_empty() || seen.looked_at.elapsed() < RESCAN_GAP {
+            return false;
+        }
+        seen.looked_at = Instant::now();
+        seen.standing.clone()
+    };
+    // Outside the lock: a `kill(pid, 0)` each.
+    if standing.iter().all(|&pid| crate::sys::process::exists(pid)) {
+        return false;
+    }
+    let mut scanned = scanned().lock().unwrap_or_else(|p| p.into_inner());
+    match scanned.get_mut(dir) {
+        Some(seen) if !seen.scanning => {
+            seen.scanning = true;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Scans the debris of every lock in `parent` for the first time in this
+/// process, or again when it may have changed ([`claim_rescan`]); `links`
+/// is the directory's link count less this process's own lock
+/// directories in it. The first attempt of this process there finds its
+/// killed predecessors' debris gone. Best effort: a first scan that fails
+/// is tried again by the next attempt (one that may not list the
+/// directory, never).
 pub fn reap_when_changed(
     parent: BorrowedFd<'_>,
     dir: &DirIdentity,
     links: u64,
     policy: &HostPolicy,
 ) {
-    let first = !scanned_before(dir);
-    if !first && !changed_since_scan(dir, links) {
+    if scanned_before(dir) {
+        if claim_rescan(dir, links) {
+            rescan(parent, dir, links, policy);
+        }
         return;
     }
-    // The first scan judges every candidate. A later one, which a busy
-    // directory's waiters make often, skips unopened those named by a
-    // running pid, as a contended acquisition does
-    // ([`reap_named_by_gone_pids`]): nearly always live waiters' stagings,
-    // remembered, and judged once their process has exited.
-    let scan = if first {
-        reap(parent, None, policy, true, MAX_CANDIDATES).map(|decisions| (decisions, Vec::new()))
-    } else {
-        reap_skipping_live_names(parent, None, policy)
-    };
-    let (decisions, skipped) = match scan {
-        Ok(scan) => scan,
+    let decisions = match reap(parent, None, policy, true, MAX_CANDIDATES) {
+        Ok(decisions) => decisions,
         // A directory this process may not list (`-wx`): every later
         // attempt would fail the same way, and each would lose the inline
         // path for it. Scanned, as far as it can be.
-        Err(Errno::ACCESS | Errno::PERM) => Default::default(),
+        Err(Errno::ACCESS | Errno::PERM) => Vec::new(),
         Err(_) => return,
     };
+    record_scan(dir, links, &decisions, Vec::new());
+}
+
+/// On the inline path (the caller's thread, which lists nothing): a
+/// rescan due ([`claim_rescan`]) runs on a thread of its own, with a
+/// descriptor of its own to `parent`. The acquisition does not wait for it.
+pub fn reap_soon_when_changed(
+    parent: BorrowedFd<'_>,
+    dir: &DirIdentity,
+    links: u64,
+    policy: &HostPolicy,
+) {
+    if !claim_rescan(dir, links) {
+        return;
+    }
+    let spawned = crate::sys::os::io::fcntl_dupfd_cloexec(parent, 0).and_then(|parent| {
+        let (dir, policy) = (*dir, policy.clone());
+        std::thread::Builder::new()
+            .name("exactlock-debris".into())
+            .spawn(move || rescan(parent.as_fd(), &dir, links, &policy))
+            .map_err(|_| Errno::AGAIN)
+    });
+    if spawned.is_err() {
+        // No descriptor or thread to spare: the next attempt claims it.
+        if let Some(seen) = scanned()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(dir)
+        {
+            seen.scanning = false;
+        }
+    }
+}
+
+/// A claimed rescan: candidates named by a running pid are skipped
+/// unopened, as a contended acquisition's scan skips them
+/// ([`reap_named_by_gone_pids`]): nearly always live waiters' stagings,
+/// remembered, and judged once their process has exited.
+fn rescan(parent: BorrowedFd<'_>, dir: &DirIdentity, links: u64, policy: &HostPolicy) {
+    match reap_skipping_live_names(parent, None, policy) {
+        Ok((decisions, skipped)) => record_scan(dir, links, &decisions, skipped),
+        Err(_) => {
+            // Tried again once the gap has passed.
+            if let Some(seen) = scanned()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_mut(dir)
+            {
+                seen.scanning = false;
+                seen.scanned_at = Instant::now();
+            }
+        }
+    }
+}
+
+/// Remembers what a scan of `dir` saw and left.
+fn record_scan(dir: &DirIdentity, links: u64, decisions: &[Decision], skipped: Vec<u32>) {
     let removed = decisions.iter().filter(|decision| decision.removed).count() as u64;
-    let standing = decisions
+    let mut standing: Vec<u32> = decisions
         .iter()
         .filter(|decision| {
             !decision.removed && matches!(decision.reason, "file_lock_staging_owner_alive" | "busy")
         })
         .filter_map(|decision| decision.pid.or_else(|| classify_name(&decision.name)?.2))
         .chain(skipped)
-        // Only a running process's exit can change what was judged (a
-        // name's pid that runs nowhere would make every attempt scan).
-        .filter(|&pid| pid != crate::sys::unique::own_pid() && crate::sys::process::exists(pid))
+        .filter(|&pid| pid != crate::sys::unique::own_pid())
         .collect();
-    scanned().lock().unwrap_or_else(|p| p.into_inner()).insert(
+    standing.sort_unstable();
+    standing.dedup();
+    // Only a running process's exit can change what was judged (a name's
+    // pid that runs nowhere would make every attempt scan).
+    standing.retain(|&pid| crate::sys::process::exists(pid));
+    let now = Instant::now();
+    let mut scanned = scanned().lock().unwrap_or_else(|p| p.into_inner());
+    let rescans = scanned.get(dir).map_or(0, |seen| seen.rescans + 1);
+    scanned.insert(
         *dir,
         Scanned {
             links: links.saturating_sub(removed),
             standing,
+            scanning: false,
+            scanned_at: now,
+            looked_at: now,
+            rescans,
         },
     );
 }
@@ -708,6 +809,7 @@ mod tests {
         // A waiter killed after this process's first scan.
         let dead = format!("f.lock.pending.{}.{UUID}", dead_pid());
         plant(&root, &dead, Some(&record_of(dead_pid())));
+        std::thread::sleep(RESCAN_GAP);
         attempt_looks_at(&root);
         assert_eq!(
             listing(&root),
@@ -716,8 +818,33 @@ mod tests {
         );
         // And again after that removal (the count it lowered is the new base).
         plant(&root, &dead, Some(&record_of(dead_pid())));
+        std::thread::sleep(RESCAN_GAP);
         attempt_looks_at(&root);
         assert_eq!(listing(&root), Vec::<String>::new());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn locks_this_process_holds_beside_each_other_bring_no_rescan() {
+        use crate::lock::release::{FirstAttempt, release_first_attempt};
+        let root = tempdir("debris-own-locks");
+        for _ in 0..5 {
+            let a = crate::testutil::acquire_free_named(&root, "a");
+            let b = crate::testutil::acquire_free_named(&root, "b");
+            for id in [a, b] {
+                assert_eq!(release_first_attempt(id), FirstAttempt::Done(Ok(())));
+            }
+            std::thread::sleep(RESCAN_GAP);
+        }
+        let dir = fsx::dir_identity(fsx::open_dir_nofollow(&root).unwrap().as_fd()).unwrap();
+        let scanned = scanned().lock().unwrap();
+        assert_eq!(
+            scanned[&dir].rescans, 0,
+            "its own lock directories are no debris"
+        );
+        assert!(!scanned[&dir].scanning);
+        drop(scanned);
         std::fs::remove_dir_all(root).unwrap();
     }
 
@@ -739,6 +866,7 @@ mod tests {
         waiter.kill().unwrap();
         waiter.wait().unwrap();
         // The directory's link count is what it was at the scan.
+        std::thread::sleep(RESCAN_GAP);
         attempt_looks_at(&root);
         assert_eq!(listing(&root), Vec::<String>::new());
         std::fs::remove_dir_all(root).unwrap();

@@ -336,6 +336,16 @@ pub fn held_here(key: &LockKey) -> bool {
         .any(|entry| entry.status == Status::Held && entry.generation.key == *key)
 }
 
+/// How many lock directories of this process's generations stand in the
+/// directory `parent` (held, or fenced after a failed release).
+pub fn generations_in(parent: &fsx::DirIdentity) -> u64 {
+    table()
+        .generations
+        .values()
+        .filter(|entry| entry.generation.key.parent == *parent)
+        .count() as u64
+}
+
 /// Fences a generation whose release failed transiently.
 pub fn mark_release_pending(id: u64) {
     if let Some(entry) = table().generations.get_mut(&id) {

@@ -104,8 +104,10 @@ pub fn sleep(
             let left = deadline.saturating_duration_since(Instant::now());
             let ready = match watch.subscription.wait(&extra, Some(left)) {
                 Err(Errno::INTR) => continue,
-                // Waiting failed: the caller looks.
-                Err(_) => break Woken::Timeout,
+                // The watch cannot be waited on (the kernel refused to add
+                // a descriptor to its epoll): the rest of the sleep without
+                // it, never a spin.
+                Err(_) => break sleep_without_watch(holder, wake, deadline, &mut signalled),
                 Ok(ready) => ready,
             };
             let holder_exited = holder_at.is_some_and(|at| ready.extra & (1 << at) != 0);
@@ -121,32 +123,7 @@ pub fn sleep(
             }
             // The watch: the next turn of the loop reads what came.
         },
-        None => loop {
-            let mut fds = Vec::with_capacity(2);
-            let holder_at = holder.map(|holder| {
-                fds.push(PollFd::new(holder, PollFlags::IN));
-                fds.len() - 1
-            });
-            let wake_at = wake.pollable().map(|fd| {
-                fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
-                fds.len() - 1
-            });
-            let left = timespec(deadline.saturating_duration_since(Instant::now()));
-            match rustix::event::poll(&mut fds, Some(&left)) {
-                Err(Errno::INTR) => continue,
-                // Timed out, or poll failed: the caller looks.
-                Ok(0) | Err(_) => break Woken::Timeout,
-                Ok(_) => {}
-            }
-            let holder_exited = holder_at.is_some_and(|at| !fds[at].revents().is_empty());
-            signalled = wake_at.is_some_and(|at| !fds[at].revents().is_empty());
-            if holder_exited {
-                break Woken::HolderExited;
-            }
-            if signalled {
-                break Woken::Signalled;
-            }
-        },
+        None => sleep_without_watch(holder, wake, deadline, &mut signalled),
     };
     // Consume what woke us, so the next sleep waits for something new
     // (the pidfd stays readable once its process exited; it is not
@@ -170,6 +147,42 @@ pub fn sleep(
         return Woken::NameChanged;
     }
     woken
+}
+
+/// [`sleep`] without a name watch, until `deadline`: the holder's exit and
+/// the process's signal, in one `poll`.
+fn sleep_without_watch(
+    holder: Option<&HolderWatch>,
+    wake: &Wake,
+    deadline: Instant,
+    signalled: &mut bool,
+) -> Woken {
+    loop {
+        let mut fds = Vec::with_capacity(2);
+        let holder_at = holder.map(|holder| {
+            fds.push(PollFd::new(holder, PollFlags::IN));
+            fds.len() - 1
+        });
+        let wake_at = wake.pollable().map(|fd| {
+            fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
+            fds.len() - 1
+        });
+        let left = timespec(deadline.saturating_duration_since(Instant::now()));
+        match rustix::event::poll(&mut fds, Some(&left)) {
+            Err(Errno::INTR) => continue,
+            // Timed out, or poll failed: the caller looks.
+            Ok(0) | Err(_) => return Woken::Timeout,
+            Ok(_) => {}
+        }
+        let holder_exited = holder_at.is_some_and(|at| !fds[at].revents().is_empty());
+        *signalled = wake_at.is_some_and(|at| !fds[at].revents().is_empty());
+        if holder_exited {
+            return Woken::HolderExited;
+        }
+        if *signalled {
+            return Woken::Signalled;
+        }
+    }
 }
 
 /// The events a held lock's watch wakes for: its name leaving or arriving
@@ -206,8 +219,9 @@ impl HeldEvents {
         Ok(HeldEvents { subscription })
     }
 
-    /// Sleeps until an event concerns it or `stop` is readable; `Err` when
-    /// waiting fails for good.
+    /// Sleeps until an event concerns it or `stop` is readable (or, when
+    /// the kernel will not let it wait on its watch, for
+    /// `HELD_LOOK_EVERY`); never fails.
     pub fn wait(&self, stop: BorrowedFd<'_>) -> Result<(), Errno> {
         loop {
             if self.subscription.take_events() {
@@ -223,7 +237,16 @@ impl HeldEvents {
                     return Ok(());
                 }
                 Ok(_) | Err(Errno::INTR) => {}
-                Err(errno) => return Err(errno),
+                // The watch cannot be waited on (the kernel refused to add
+                // `stop` to its epoll): a look every `HELD_LOOK_EVERY`
+                // instead, never an end of the watch.
+                Err(_) => {
+                    let mut fds = [PollFd::from_borrowed_fd(stop, PollFlags::IN)];
+                    let every = timespec(crate::sys::wait::HELD_LOOK_EVERY);
+                    let _ = rustix::event::poll(&mut fds, Some(&every));
+                    self.subscription.take_events();
+                    return Ok(());
+                }
             }
         }
     }
