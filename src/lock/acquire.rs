@@ -1124,10 +1124,14 @@ impl Attempts {
         {
             return Err(self.would_block_its_own_process());
         }
+        // This process's own subdirectories there are no debris: its locks,
+        // and the record this acquisition staged to wait (a waiter woken
+        // would otherwise count it as new, and rescan on its way to the lock).
+        let own = table::generations_in(&key.parent) + u64::from(self.staged.is_some());
         debris::reap_when_changed(
             parent.as_fd(),
             &key.parent,
-            parent_links.saturating_sub(table::generations_in(&key.parent)),
+            parent_links.saturating_sub(own),
             &self.options.policy,
         );
         self.join_queue(&key);

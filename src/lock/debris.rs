@@ -632,7 +632,8 @@ fn claim_rescan(dir: &DirIdentity, links: u64) -> bool {
 }
 
 /// Scans the debris of every lock in `parent` for the first time in this
-/// process, or again when it may have changed ([`claim_rescan`]); `links`
+/// process, or has it scanned again, on a thread of its own, when it may
+/// have changed ([`reap_soon_when_changed`]); `links`
 /// is the directory's link count less this process's own lock
 /// directories in it. The first attempt of this process there finds its
 /// killed predecessors' debris gone. Best effort: a first scan that fails
@@ -645,9 +646,8 @@ pub fn reap_when_changed(
     policy: &HostPolicy,
 ) {
     if scanned_before(dir) {
-        if claim_rescan(dir, links) {
-            rescan(parent, dir, links, policy);
-        }
+        // Off this thread too: a rescan never delays an acquisition.
+        reap_soon_when_changed(parent, dir, links, policy);
         return;
     }
     let decisions = match reap(parent, None, policy, true, MAX_CANDIDATES) {
@@ -661,9 +661,10 @@ pub fn reap_when_changed(
     record_scan(dir, links, &decisions, Vec::new());
 }
 
-/// On the inline path (the caller's thread, which lists nothing): a
-/// rescan due ([`claim_rescan`]) runs on a thread of its own, with a
-/// descriptor of its own to `parent`. The acquisition does not wait for it.
+/// A rescan due ([`claim_rescan`]) runs on a thread of its own, with a
+/// descriptor of its own to `parent`: the acquisition (on the caller's
+/// thread, which lists nothing, or on its way to a lock just freed) does
+/// not wait for it.
 pub fn reap_soon_when_changed(
     parent: BorrowedFd<'_>,
     dir: &DirIdentity,
@@ -790,6 +791,16 @@ mod tests {
             .unwrap();
     }
 
+    /// Waits (up to 5 s) for `root` to list `expected`: a rescan runs on a
+    /// thread of its own.
+    fn settles_to(root: &Path, expected: &[String]) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while listing(root) != expected && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(listing(root), expected);
+    }
+
     /// One attempt's look at `root`'s debris (see [`reap_when_changed`]).
     fn attempt_looks_at(root: &Path) {
         let parent = fsx::open_dir_nofollow(root).unwrap();
@@ -811,16 +822,12 @@ mod tests {
         plant(&root, &dead, Some(&record_of(dead_pid())));
         std::thread::sleep(RESCAN_GAP);
         attempt_looks_at(&root);
-        assert_eq!(
-            listing(&root),
-            Vec::<String>::new(),
-            "reaped by the next attempt"
-        );
+        settles_to(&root, &[]);
         // And again after that removal (the count it lowered is the new base).
         plant(&root, &dead, Some(&record_of(dead_pid())));
         std::thread::sleep(RESCAN_GAP);
         attempt_looks_at(&root);
-        assert_eq!(listing(&root), Vec::<String>::new());
+        settles_to(&root, &[]);
         std::fs::remove_dir_all(root).unwrap();
     }
 
@@ -868,7 +875,7 @@ mod tests {
         // The directory's link count is what it was at the scan.
         std::thread::sleep(RESCAN_GAP);
         attempt_looks_at(&root);
-        assert_eq!(listing(&root), Vec::<String>::new());
+        settles_to(&root, &[]);
         std::fs::remove_dir_all(root).unwrap();
     }
 
