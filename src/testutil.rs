@@ -59,7 +59,9 @@ pub fn acquire_free_named(dir: &Path, file: &str) -> u64 {
     let parent = crate::fs::fsx::open_dir_nofollow(dir).unwrap();
     let (key, links) =
         crate::lock::table::LockKey::with_parent_links(parent.as_fd(), "f".as_ref()).unwrap();
-    let links = links.saturating_sub(crate::lock::table::generations_in(&key.parent));
+    let own = crate::lock::table::generations_in(&key.parent)
+        + crate::lock::publish::stagings_in((key.parent.dev, key.parent.ino));
+    let links = crate::lock::debris::links_beside(links, own);
     crate::lock::debris::reap_when_changed(parent.as_fd(), &key.parent, links, &Default::default());
     let options = acquire_options(&dir.join(file), Duration::ZERO, Duration::from_millis(1));
     match acquire_first_attempt(options).unwrap() {

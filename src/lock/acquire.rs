@@ -790,6 +790,15 @@ fn contend(
     }
 }
 
+/// This process's own subdirectories beside the lock `key`, which are no
+/// debris: its lock directories and its waiters' staged records there
+/// (counted alike by every attempt, inline or not, so that one waiter's
+/// staging is never taken for new by another acquisition).
+fn own_subdirectories(key: &LockKey) -> u64 {
+    table::generations_in(&key.parent)
+        + crate::lock::publish::stagings_in((key.parent.dev, key.parent.ino))
+}
+
 /// How often a synchronous acquisition that sleeps asks whether its caller
 /// still wants it (see [`acquire_blocking`]): the longest a terminated
 /// Worker, or a `process.exit()` that joins it, waits for it.
@@ -972,7 +981,7 @@ impl Attempts {
         debris::reap_soon_when_changed(
             parent.as_fd(),
             &key.parent,
-            parent_links.saturating_sub(table::generations_in(&key.parent)),
+            debris::links_beside(parent_links, own_subdirectories(&key)),
             &self.options.policy,
         );
         release::retry_pending(&key);
@@ -1124,14 +1133,10 @@ impl Attempts {
         {
             return Err(self.would_block_its_own_process());
         }
-        // This process's own subdirectories there are no debris: its locks,
-        // and the record this acquisition staged to wait (a waiter woken
-        // would otherwise count it as new, and rescan on its way to the lock).
-        let own = table::generations_in(&key.parent) + u64::from(self.staged.is_some());
         debris::reap_when_changed(
             parent.as_fd(),
             &key.parent,
-            parent_links.saturating_sub(own),
+            debris::links_beside(parent_links, own_subdirectories(&key)),
             &self.options.policy,
         );
         self.join_queue(&key);

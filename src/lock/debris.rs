@@ -571,6 +571,20 @@ fn scanned() -> &'static Mutex<HashMap<DirIdentity, Scanned>> {
     SCANNED.get_or_init(Mutex::default)
 }
 
+/// The link count [`claim_rescan`] compares: the parent's (`links`) less
+/// this process's own subdirectories in it (`own`: its lock directories
+/// and its waiters' stagings). A directory that counts no subdirectories
+/// (btrfs, NTFS, overlayfs after copy-up, many network mounts: always 1)
+/// is left as it is, so that only the pid rule applies there; elsewhere
+/// the count never goes below the 2 of an empty directory.
+pub fn links_beside(links: u64, own: u64) -> u64 {
+    if links < 2 {
+        links
+    } else {
+        links.saturating_sub(own).max(2)
+    }
+}
+
 /// Whether this process has scanned the debris of `dir`.
 pub fn scanned_before(dir: &DirIdentity) -> bool {
     scanned()
@@ -700,6 +714,10 @@ pub fn reap_soon_when_changed(
 fn rescan(parent: BorrowedFd<'_>, dir: &DirIdentity, links: u64, policy: &HostPolicy) {
     match reap_skipping_live_names(parent, None, policy) {
         Ok((decisions, skipped)) => record_scan(dir, links, &decisions, skipped),
+        // A directory this process may not list (`-wx`): as in a first
+        // scan, scanned as far as it can be (else every attempt past the
+        // gap would try again, and fail the same way).
+        Err(Errno::ACCESS | Errno::PERM) => record_scan(dir, links, &[], Vec::new()),
         Err(_) => {
             // Tried again once the gap has passed.
             if let Some(seen) = scanned()
@@ -807,6 +825,9 @@ mod tests {
         let (key, links) =
             crate::lock::table::LockKey::with_parent_links(parent.as_fd(), OsStr::new("f.lock"))
                 .unwrap();
+        let own = crate::lock::table::generations_in(&key.parent)
+            + crate::lock::publish::stagings_in((key.parent.dev, key.parent.ino));
+        let links = links_beside(links, own);
         reap_when_changed(parent.as_fd(), &key.parent, links, &HostPolicy::default());
     }
 
@@ -853,6 +874,43 @@ mod tests {
         assert!(!scanned[&dir].scanning);
         drop(scanned);
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_waiter_of_this_process_staged_beside_brings_no_rescan() {
+        use crate::lock::release::{FirstAttempt, release_first_attempt};
+        let root = tempdir("debris-own-waiter");
+        attempt_looks_at(&root);
+        let parent = fsx::open_dir_nofollow(&root).unwrap();
+        // A waiter of this process, staged for another lock there.
+        let staged = crate::lock::publish::Staged::new(
+            parent.as_fd(),
+            OsStr::new("a.lock"),
+            br#"{"pid":1,"timestamp":1}"#,
+        )
+        .unwrap();
+        for _ in 0..5 {
+            std::thread::sleep(RESCAN_GAP);
+            // The waiter's own attempt, then an acquisition of another lock.
+            attempt_looks_at(&root);
+            let b = crate::testutil::acquire_free_named(&root, "b");
+            assert_eq!(release_first_attempt(b), FirstAttempt::Done(Ok(())));
+        }
+        let dir = fsx::dir_identity(parent.as_fd()).unwrap();
+        assert_eq!(scanned().lock().unwrap()[&dir].rescans, 0);
+        drop(staged);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_directory_that_counts_no_subdirectories_is_left_to_the_pid_rule() {
+        // btrfs, NTFS, overlayfs after copy-up: always 1, whatever is held.
+        assert_eq!(links_beside(1, 0), 1);
+        assert_eq!(links_beside(1, 3), 1);
+        // Elsewhere never below an empty directory's 2.
+        assert_eq!(links_beside(5, 2), 3);
+        assert_eq!(links_beside(3, 2), 2);
     }
 
     #[cfg(target_os = "linux")]

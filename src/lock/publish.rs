@@ -24,7 +24,9 @@
 //! fresh name (`ENOENT`, as for a vanished parent: every caller tries
 //! again).
 
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
+use std::sync::{Mutex, OnceLock};
 
 use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use crate::sys::os::fs::{self, AtFlags, FlockOperation, Mode, OFlags, RenameFlags, Stat};
@@ -325,6 +327,7 @@ pub fn publish_or_stage(
     }
     let contended = outcome.refused_with(rename::Refusal::DestinationExists);
     if contended && let Ok(parent) = crate::sys::os::io::fcntl_dupfd_cloexec(parent, 0) {
+        count_staging(parent_id, true);
         return Ok(Attempted::Contended(Some(Staged {
             parent,
             parent_id,
@@ -333,6 +336,7 @@ pub fn publish_or_stage(
             root: Some(staged.root),
             info: Some(info),
             len: record.len(),
+            counted: true,
         })));
     }
     drop(info);
@@ -508,6 +512,43 @@ pub struct Staged {
     /// must still be it, unchanged since.
     info_seen: (u64, i64),
     len: usize,
+    /// Counted among this process's stagings in its parent while its
+    /// directory stands there as a staging (see [`stagings_in`]).
+    counted: bool,
+}
+
+/// The number of this process's staging directories standing in each
+/// parent (device, inode): subdirectories of its own, which the debris
+/// reaper does not take for new debris.
+fn staging_counts() -> &'static Mutex<HashMap<(u64, u64), u64>> {
+    static COUNTS: OnceLock<Mutex<HashMap<(u64, u64), u64>>> = OnceLock::new();
+    COUNTS.get_or_init(Mutex::default)
+}
+
+/// How many staging directories of this process's waiters stand in the
+/// parent `(dev, ino)`.
+pub fn stagings_in(parent: (u64, u64)) -> u64 {
+    staging_counts()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&parent)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Counts one more (`true`) or one fewer staging of this process in the
+/// parent `(dev, ino)`.
+fn count_staging(parent: (u64, u64), more: bool) {
+    let mut counts = staging_counts().lock().unwrap_or_else(|p| p.into_inner());
+    let count = counts.entry(parent).or_default();
+    if more {
+        *count += 1;
+    } else {
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            counts.remove(&parent);
+        }
+    }
 }
 
 /// What publishing a staged record did.
@@ -533,6 +574,7 @@ impl Staged {
         let parent_stat = fs::fstat(&parent).map_err(PublishError::Os)?;
         let parent_id = (fsx::dev_of(&parent_stat), fsx::ino_of(&parent_stat));
         let stage = stage_new(parent.as_fd(), lock_name, record)?;
+        count_staging(parent_id, true);
         Ok(Staged {
             parent,
             parent_id,
@@ -541,6 +583,7 @@ impl Staged {
             root: Some(stage.published.root),
             info: Some(stage.info),
             len: record.len(),
+            counted: true,
         })
     }
 
@@ -556,6 +599,24 @@ impl Staged {
     /// The staging directory's name in its parent.
     pub fn name(&self) -> &OsStr {
         &self.name
+    }
+
+    /// The staging directory, no longer ours at its staging name (it
+    /// became the lock, or what stands there is not ours).
+    fn take_root(&mut self) -> Option<OwnedFd> {
+        self.uncount();
+        self.root.take()
+    }
+
+    fn forget_root(&mut self) {
+        self.uncount();
+        self.root = None;
+    }
+
+    fn uncount(&mut self) {
+        if std::mem::take(&mut self.counted) {
+            count_staging(self.parent_id, false);
+        }
     }
 
     /// The directory it is staged in.
@@ -590,7 +651,7 @@ impl Staged {
             lock_name,
         );
         if outcome.ok {
-            let root = self.root.take().expect("published once");
+            let root = self.take_root().expect("published once");
             return Ok(StagedPublication::Published(Published { root, tree }));
         }
         if outcome.refused_with(rename::Refusal::DestinationExists) {
@@ -669,7 +730,7 @@ impl Staged {
         Ok(Some(
             match exchange_over(self.parent.as_fd(), &self.name, lock_name, judged) {
                 Exchanged::Won => {
-                    let root = self.root.take().expect("staged until published");
+                    let root = self.take_root().expect("staged until published");
                     Takeover::Published(Published { root, tree })
                 }
                 Exchanged::Refused(takeover) => takeover?,
@@ -677,7 +738,7 @@ impl Staged {
                 Exchanged::LeftSwapped => {
                     // Our staging name holds what was swapped out: not ours
                     // to remove when this is dropped.
-                    self.root = None;
+                    self.forget_root();
                     Takeover::NotJudged
                 }
             },
@@ -738,10 +799,10 @@ impl Staged {
             // the name: it then holds the lock until this process exits and
             // a waiter proves it dead. Taking it as ours instead could make
             // two holders; liveness gives way to safety.)
-            self.root = None;
+            self.forget_root();
             return Ok(PastCache::Lost);
         }
-        let root = self.root.take().expect("staged until published");
+        let root = self.take_root().expect("staged until published");
         Ok(PastCache::Published(Published { root, tree }))
     }
 }
@@ -794,6 +855,7 @@ fn reopen_record(root: BorrowedFd<'_>, seen: (u64, i64), len: usize) -> Option<O
 
 impl Drop for Staged {
     fn drop(&mut self) {
+        self.uncount();
         // The record is closed before its unlink (see [`publish`]).
         self.info = None;
         if let Some(root) = &self.root {
