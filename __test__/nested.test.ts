@@ -7,7 +7,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, FileLockAcquireError, FileLockError, withFileLock } from "../lib/index.ts";
-import { cleanup, makeRoot, rejectionOf, sleep } from "./helpers.ts";
+import { cleanup, makeRoot, rejectionOf, runFixture, sleep } from "./helpers.ts";
 
 afterEach(cleanup);
 
@@ -87,5 +87,35 @@ describe("a nested acquisition of a lock the call chain holds", () => {
     releaseOuter();
     await Promise.all([outer, first, second]);
     expect(order).toEqual(["outer", "first", "second"]);
+  });
+});
+
+describe("what telling the chains apart costs the rest of the process", () => {
+  // Node's AsyncLocalStorage (to Node 22) turns promise hooks on for the whole
+  // process at its first run(), and every promise pays for them from then on
+  // (an await 3× slower on Node 20). A fresh process (vitest's workers may run
+  // stores of their own) shows whether they are on: a continuation's
+  // executionAsyncId() is 0 without them.
+  it("leaves no promise hook on once no withFileLock function runs, and still refuses a nested acquisition", () => {
+    const seen = JSON.parse(runFixture("promise-hooks.mjs", [makeRoot()]));
+    expect(seen.fresh).toBe(0);
+    // On while a function runs (that is how its chain is known) ...
+    expect(seen.inside).toBeGreaterThan(0);
+    expect(seen.whileSecondRuns).toBeGreaterThan(0);
+    // ... and off again once none does: after one, after two that overlapped,
+    // after a synchronous one.
+    expect(seen.afterOne).toBe(0);
+    expect(seen.afterBoth).toBe(0);
+    expect(seen.afterSync).toBe(0);
+    expect(seen.sync).toBe("ran");
+    // A function that outlived another still knows what it holds; a
+    // continuation that outlived its function asks as anyone else; a later
+    // function's chain is known again.
+    expect(seen.nestedInSecond).toBe("EDEADLK");
+    expect(seen.outliving).toBe("acquired");
+    expect(seen.nestedLater).toBe("EDEADLK");
+    // The program's own store is not turned off (nor, so, its hooks).
+    expect(seen.ownStore).toBe("mine");
+    expect(seen.afterOwnStore).toBeGreaterThan(0);
   });
 });

@@ -2,8 +2,8 @@
  * acquireLock / withFileLock: validate, wire the AbortSignal, call the
  * native core, shape its answer. Read top to bottom, one step per function.
  */
-import { AsyncLocalStorage } from "node:async_hooks";
 import type * as Binding from "../native/index.js";
+import { locksHeldByChain, runHolding, runHoldingSync } from "./chain.js";
 import { native } from "./native.js";
 import {
   argumentError,
@@ -434,14 +434,6 @@ function acquireError(
 }
 
 /**
- * The locks held by the running call chain: the generations of the
- * `withFileLock` functions it runs inside. The core refuses (EDEADLK) an
- * acquisition of one of them that is still held, instead of letting it wait
- * for itself; unrelated calls of the process carry other stores and queue.
- */
-const heldByChain = new AsyncLocalStorage<readonly string[]>();
-
-/**
  * Acquires the lock for `filePath` (the directory `filePath.lock`) and
  * resolves to the function that releases it.
  */
@@ -532,7 +524,7 @@ function requestOf(path: string, resolved: ResolvedOptions): Binding.AcquireRequ
     staleMs: resolved.staleMs,
     ownerHostId: resolved.ownerHostId,
     previousOwnerHostIds: resolved.previousOwnerHostIds,
-    heldByCaller: heldByChain.getStore()?.slice(),
+    heldByCaller: locksHeldByChain()?.slice(),
   };
 }
 
@@ -603,11 +595,10 @@ export async function withFileLock<T>(
 ): Promise<Awaited<T>> {
   validateFunction(fn, "fn");
   const { release, generation, lockPath } = await acquire(filePath, options);
-  const chain = [...(heldByChain.getStore() ?? []), generation];
   const lock = heldFileLock(lockPath, release);
   let result: Awaited<T>;
   try {
-    result = await heldByChain.run(chain, () => fn(lock));
+    result = await runHolding(generation, () => fn(lock));
   } catch (operationError) {
     try {
       await release();
@@ -707,11 +698,10 @@ function acquireSync(
 export function withFileLockSync<T>(filePath: string | URL, fn: (lock: HeldFileLock) => T, options?: FileLockOptions): T {
   validateFunction(fn, "fn");
   const { release, generation, lockPath } = acquireSync(filePath, options);
-  const chain = [...(heldByChain.getStore() ?? []), generation];
   const lock = heldFileLock(lockPath, release);
   let result: T;
   try {
-    result = heldByChain.run(chain, () => fn(lock));
+    result = runHoldingSync(generation, () => fn(lock));
   } catch (operationError) {
     try {
       release();
