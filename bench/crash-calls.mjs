@@ -2,7 +2,7 @@
 //
 // A holder (a child process) takes the lock and is SIGKILLed while a waiter (another child,
 // default options, run under `strace -f`) waits for it. From the waiter's trace, this counts the
-// calls of the thread that was asleep on the holder's pidfd, from its `ppoll` returning to the
+// calls of the thread that was asleep on the holder's pidfd, from its sleep returning to the
 // eventfd `write` that wakes JavaScript with the lock: the whole recovery, as the waiter's thread
 // makes it. Prints the total and the count per call; `--show` prints the calls themselves.
 import { spawn, spawnSync } from "node:child_process";
@@ -36,8 +36,15 @@ if (role === "holder") {
     const holder = spawn(process.execPath, [self, "holder", file], { stdio: ["ignore", "pipe", "inherit"] });
     await new Promise((resolve) => holder.stdout.once("data", resolve));
     const waiter = spawn("strace", ["-f", "-o", traceFile, process.execPath, self, "waiter", file], { stdio: "inherit" });
-    // Long enough for the waiter to start, find the lock held and fall asleep on the pidfd.
-    await new Promise((resolve) => setTimeout(resolve, 2000));
+    // Until the waiter has found the lock held and opened a pidfd of the holder (strace writes
+    // the trace as it goes), and a moment more for it to fall asleep on it: a fixed pause was
+    // not always long enough on a loaded machine.
+    const deadline = Date.now() + 60_000;
+    while (!(fs.existsSync(traceFile) && fs.readFileSync(traceFile, "utf8").includes("pidfd_open("))) {
+      if (Date.now() > deadline) throw new Error("the waiter never looked at the holder");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
     holder.kill("SIGKILL");
     const code = await new Promise((resolve) => waiter.once("exit", resolve));
     if (code !== 0) throw new Error(`the waiter exited with ${code}`);
@@ -55,20 +62,24 @@ if (role === "holder") {
 /** The calls of the thread woken by the pidfd, from that wake-up to the eventfd write after it. */
 function recoveryCalls(trace) {
   const lines = trace.split("\n");
-  // The last ppoll that returned one ready descriptor: the pidfd's, in a waiter that slept once.
-  let start = -1;
-  let tid;
-  lines.forEach((line, i) => {
-    if (/ppoll/.test(line) && /revents=POLLIN/.test(line) && /\) = 1 /.test(line)) {
-      start = i;
-      tid = line.split(" ")[0];
-    }
-  });
+  // (strace may split the call: `write(16, "\1\0…", 8 <unfinished ...>`)
+  const wakesJs = (line) => /^\d+ +write\(\d+, "\\1\\0\\0\\0\\0\\0\\0\\0", 8[) ]/.test(line);
+  const sleptUntilReady = (line) => /(ppoll|epoll_p?wait)/.test(line) && /\) = [1-9]/.test(line);
+  // The waiting thread sleeps on the holder's pidfd (in `epoll_pwait`, beside its inotify
+  // subscription; `ppoll` in older builds) and, once it holds the lock, wakes JavaScript with an
+  // eventfd write. The last such write of a thread that opened a pidfd names it; its last sleep
+  // before that write which returned a ready descriptor is the holder's exit.
+  const tidOf = (line) => line.split(" ")[0];
+  const watchers = new Set(lines.filter((line) => /^\d+ +pidfd_open\(/.test(line)).map(tidOf));
+  const wrote = lines.findLastIndex((line) => wakesJs(line) && watchers.has(tidOf(line)));
+  if (wrote < 0) throw new Error("the waiting thread never woke JavaScript");
+  const tid = tidOf(lines[wrote]);
+  const start = lines.findLastIndex((line, i) => i < wrote && line.startsWith(`${tid} `) && sleptUntilReady(line));
   if (start < 0) throw new Error("no pidfd wake-up in the waiter's trace");
   const calls = [];
   for (const line of lines.slice(start + 1)) {
     if (!line.startsWith(`${tid} `)) continue;
-    const text = line.slice(tid.length + 1);
+    const text = line.slice(tid.length).trimStart();
     if (text.startsWith("<...")) {
       if (calls.length) calls[calls.length - 1].text += text.replace(/^<\.\.\. \w+ resumed>/, "");
       continue;
