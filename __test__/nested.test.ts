@@ -42,6 +42,19 @@ describe("a nested acquisition of a lock the call chain holds", () => {
     expect(fs.readdirSync(path.dirname(file))).toEqual([]);
   });
 
+  it("refuses it inside the work of a thenable the function returns (a lazy query builder)", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    // The work starts only when `then` is called: it must run inside the chain too.
+    const lazy = {
+      then(resolve: (value: unknown) => void) {
+        rejectionOf(acquireLock(file, { retries: 100, retryDelayMs: 100 })).then(resolve);
+      },
+    };
+    const error = await timed(withFileLock(file, () => lazy as unknown as Promise<unknown>).then((e) => Promise.reject(e)));
+    expect(error.ms).toBeLessThan(50);
+    expect(error.error.code).toBe("EDEADLK");
+  });
+
   it("recognises the lock through an alias of its directory (a symlink)", async () => {
     const root = makeRoot();
     fs.mkdirSync(path.join(root, "real"));

@@ -41,14 +41,21 @@ function leave(): void {
   if (running === 0 && hooksCostTheProcess) heldByChain.disable();
 }
 
-/** Runs `fn` with `generation` added to the chain's held locks, until `fn`'s promise settles. */
-export async function runHolding<T>(generation: string, fn: () => T | PromiseLike<T>): Promise<Awaited<T>> {
+/**
+ * Starts running `fn` with `generation` added to the chain's held locks:
+ * its promise (a thenable it returns is adopted inside the chain, so its
+ * `then` runs holding it), and the `leave` the caller must call once that
+ * promise settled. Not async: the caller awaits `fn`'s promise itself, so
+ * the release follows `fn` with no extra turn of the microtask queue.
+ */
+export function startHolding<T>(generation: string, fn: () => T | PromiseLike<T>): { settled: Promise<Awaited<T>>; leave: () => void } {
   const chain = [...(locksHeldByChain() ?? []), generation];
   running += 1;
   try {
-    return await heldByChain.run(chain, fn);
-  } finally {
+    return { settled: heldByChain.run(chain, () => Promise.resolve(fn()) as Promise<Awaited<T>>), leave };
+  } catch (error) {
     leave();
+    throw error;
   }
 }
 

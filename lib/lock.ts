@@ -3,7 +3,7 @@
  * native core, shape its answer. Read top to bottom, one step per function.
  */
 import type * as Binding from "../native/index.js";
-import { locksHeldByChain, runHolding, runHoldingSync } from "./chain.js";
+import { locksHeldByChain, runHoldingSync, startHolding } from "./chain.js";
 import { native } from "./native.js";
 import {
   argumentError,
@@ -598,7 +598,12 @@ export async function withFileLock<T>(
   const lock = heldFileLock(lockPath, release);
   let result: Awaited<T>;
   try {
-    result = await runHolding(generation, () => fn(lock));
+    const { settled, leave } = startHolding(generation, () => fn(lock));
+    try {
+      result = await settled;
+    } finally {
+      leave();
+    }
   } catch (operationError) {
     try {
       await release();
