@@ -5,6 +5,7 @@
  * a budget must not end early.
  */
 import * as fs from "node:fs";
+import { getEventListeners } from "node:events";
 import * as path from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
@@ -105,6 +106,31 @@ describe("how a wait ends", () => {
     row.expect(error, pid, options);
     expect(elapsed).toBeGreaterThanOrEqual(row.atLeastMs - 1);
     expect(fs.readdirSync(path.dirname(file)).sort()).toEqual(["state.json.lock"]);
+  });
+
+  it("one signal shared by many waits (a shutdown signal): one listener, no leak warning, every wait aborted", async () => {
+    const root = makeRoot();
+    const files = Array.from({ length: 12 }, (_, i) => path.join(root, `state-${i}.json`));
+    const held = await Promise.all(files.map((file) => acquireLock(file)));
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => void warnings.push(`${warning.name}: ${warning.message}`);
+    process.on("warning", onWarning);
+    try {
+      const shutdown = new AbortController();
+      const reason = new Error("shutting down");
+      const waits = files.map((file) => rejectionOf(acquireLock(file, { signal: shutdown.signal, timeout: 30_000 })));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(getEventListeners(shutdown.signal, "abort")).toHaveLength(1);
+      shutdown.abort(reason);
+      for (const error of await Promise.all(waits)) expect(error).toBe(reason);
+      expect(getEventListeners(shutdown.signal, "abort")).toHaveLength(0);
+      // Node emits its warning on the next tick.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings).toEqual([]);
+    } finally {
+      process.off("warning", onWarning);
+      await Promise.all(held.map((release) => release()));
+    }
   });
 
   it("tryAcquireLock: undefined while another process holds the lock, the release once it is free", async () => {

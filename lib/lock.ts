@@ -88,6 +88,14 @@ function abortReason(signal: AbortSignal): unknown {
 }
 
 /**
+ * The waits under each AbortSignal, and the one listener that cancels them
+ * all: a signal shared by many waits (an application's shutdown signal) gets
+ * one listener, not one per wait, which past ten made Node print a
+ * `MaxListenersExceededWarning` about a leak there was not.
+ */
+const waitsUnder = new WeakMap<AbortSignal, { tokens: Set<number>; onAbort: () => void }>();
+
+/**
  * Arms a native cancel token that fires when `signal` aborts; also when
  * `needed` without a signal (a callback that may stop the acquisition).
  */
@@ -95,9 +103,27 @@ function wireSignal(signal: AbortSignal | undefined, needed: boolean): { token?:
   if (!signal && !needed) return { unwire: () => {} };
   const token = native.createCancelToken();
   if (!signal) return { token, unwire: () => {} };
-  const onAbort = () => native.cancelAcquire(token);
-  signal.addEventListener("abort", onAbort, { once: true });
-  return { token, unwire: () => signal.removeEventListener("abort", onAbort) };
+  let waits = waitsUnder.get(signal);
+  if (!waits) {
+    const tokens = new Set<number>();
+    const onAbort = () => {
+      for (const waiting of tokens) native.cancelAcquire(waiting);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    waits = { tokens, onAbort };
+    waitsUnder.set(signal, waits);
+  }
+  const wired = waits;
+  wired.tokens.add(token);
+  return {
+    token,
+    unwire: () => {
+      wired.tokens.delete(token);
+      if (wired.tokens.size > 0 || waitsUnder.get(signal) !== wired) return;
+      signal.removeEventListener("abort", wired.onAbort);
+      waitsUnder.delete(signal);
+    },
+  };
 }
 
 /**
