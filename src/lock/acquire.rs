@@ -40,6 +40,7 @@ use crate::lock::debris;
 use crate::lock::elders::{self, Elders};
 use crate::lock::fastpath;
 use crate::lock::guard::{self, Guarded};
+use crate::lock::head_threads;
 use crate::lock::names;
 use crate::lock::observe::{Observation, Owner, glance_record, observe};
 use crate::lock::publish::{
@@ -524,8 +525,9 @@ impl Guard {
             self.progress.head_thread.store(0, Ordering::SeqCst);
             let progress = self.progress.clone();
             // An asynchronous caller is never blocked: only an abort or a
-            // teardown (through `cancel`) stops its head.
-            let mut head = tokio::task::spawn_blocking(move || {
+            // teardown (through `cancel`) stops its head. Its thread is one
+            // of the heads' own pool, never one a short step needs.
+            let mut head = head_threads::spawn(move || {
                 progress
                     .head_thread
                     .store(platform::native::this_thread(), Ordering::SeqCst);

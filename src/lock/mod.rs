@@ -10,6 +10,7 @@ pub mod elders;
 pub mod fastpath;
 pub mod gc;
 pub mod guard;
+pub mod head_threads;
 pub mod identity;
 pub mod lost;
 pub mod names;
