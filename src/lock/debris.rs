@@ -566,6 +566,28 @@ struct Scanned {
 /// `kill(pid, 0)` per such process in each.
 const RESCAN_GAP: Duration = Duration::from_millis(100);
 
+/// At most this many directories are remembered as scanned: a process that
+/// locks files in ever new directories (a temporary one per test) would
+/// otherwise keep one entry per directory it ever used. Past it, the one
+/// scanned longest ago is forgotten: its next acquisition scans it again.
+const MAX_SCANNED: usize = 4096;
+
+/// Makes room for one more directory in `scanned` (see [`MAX_SCANNED`]):
+/// forgets the one scanned longest ago that is not being rescanned.
+fn make_room(scanned: &mut HashMap<DirIdentity, Scanned>, max: usize) {
+    while scanned.len() >= max {
+        let oldest = scanned
+            .iter()
+            .filter(|(_, seen)| !seen.scanning)
+            .min_by_key(|(_, seen)| seen.scanned_at)
+            .map(|(dir, _)| *dir);
+        match oldest {
+            Some(dir) => scanned.remove(&dir),
+            None => return,
+        };
+    }
+}
+
 fn scanned() -> &'static Mutex<HashMap<DirIdentity, Scanned>> {
     static SCANNED: OnceLock<Mutex<HashMap<DirIdentity, Scanned>>> = OnceLock::new();
     SCANNED.get_or_init(Mutex::default)
@@ -752,6 +774,9 @@ fn record_scan(dir: &DirIdentity, links: u64, decisions: &[Decision], skipped: V
     let now = Instant::now();
     let mut scanned = scanned().lock().unwrap_or_else(|p| p.into_inner());
     let rescans = scanned.get(dir).map_or(0, |seen| seen.rescans + 1);
+    if !scanned.contains_key(dir) {
+        make_room(&mut scanned, MAX_SCANNED);
+    }
     scanned.insert(
         *dir,
         Scanned {
@@ -778,6 +803,35 @@ mod tests {
     use std::process::Command;
 
     const UUID: &str = "12345678-1234-1234-1234-123456789abc";
+
+    /// The remembered directories are bounded: the one scanned longest ago
+    /// goes first, never one being rescanned.
+    #[test]
+    fn the_directories_remembered_are_bounded_oldest_forgotten_first() {
+        let dir = |ino: u64| DirIdentity {
+            dev: 1,
+            ino,
+            birth_ns: 0,
+        };
+        let at = |ago_ms: u64, scanning: bool| Scanned {
+            links: 2,
+            standing: Vec::new(),
+            scanning,
+            scanned_at: Instant::now() - Duration::from_millis(ago_ms),
+            looked_at: Instant::now(),
+            rescans: 0,
+        };
+        let mut scanned = HashMap::new();
+        scanned.insert(dir(1), at(300, true));
+        scanned.insert(dir(2), at(200, false));
+        scanned.insert(dir(3), at(100, false));
+        make_room(&mut scanned, 3);
+        let mut left: Vec<u64> = scanned.keys().map(|dir| dir.ino).collect();
+        left.sort_unstable();
+        assert_eq!(left, [1, 3], "the oldest not being rescanned went");
+        make_room(&mut scanned, 5);
+        assert_eq!(scanned.len(), 2, "room enough: nothing forgotten");
+    }
 
     /// A pid that is provably gone: a child that exited and was reaped.
     fn dead_pid() -> u32 {
