@@ -209,6 +209,30 @@ describe("sync beside an async acquisition of the same lock name", () => {
 });
 
 describe("withFileLockSync", () => {
+  it("refuses a function whose work would run after the release: an async one before locking, one returning a promise after", () => {
+    const file = path.join(makeRoot(), "state.json");
+    let ran = false;
+    const refused = () =>
+      withFileLockSync(file, async () => {
+        ran = true;
+      });
+    expect(refused).toThrow(TypeError);
+    expect(refused).toThrow(/async function.*use withFileLock/);
+    expect(ran).toBe(false);
+    expect(fs.existsSync(`${file}.lock`)).toBe(false);
+    let thrown: any;
+    try {
+      withFileLockSync(file, () => Promise.resolve("late"));
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(TypeError);
+    expect(thrown.code).toBe("ERR_INVALID_ARG_VALUE");
+    expect(thrown.message).toContain(`released ${file}.lock`);
+    // Released all the same.
+    expect(fs.existsSync(`${file}.lock`)).toBe(false);
+  });
+
   it("returns fn's value, releases when fn throws, and refuses a nested acquisition of the same lock", () => {
     const file = path.join(makeRoot(), "state.json");
     expect(withFileLockSync(file, () => 42)).toBe(42);

@@ -728,6 +728,14 @@ function acquireSync(
  */
 export function withFileLockSync<T>(filePath: string | URL, fn: (lock: HeldFileLock) => T, options?: FileLockOptions): T {
   validateFunction(fn, "fn");
+  // Its work would run after the release, unprotected: refused before any
+  // lock is taken (and, for a function that returns a promise without being
+  // async, once it has: see below).
+  if (isAsyncFunction(fn)) {
+    throw argumentError(
+      "fn is an async function: withFileLockSync releases the lock when fn returns, before what it awaits runs; use withFileLock",
+    );
+  }
   const { release, generation, lockPath } = acquireSync(filePath, options);
   const lock = heldFileLock(lockPath, release);
   let result: T;
@@ -742,7 +750,27 @@ export function withFileLockSync<T>(filePath: string | URL, fn: (lock: HeldFileL
     throw operationError;
   }
   release();
+  if (isThenable(result)) {
+    throw argumentError(
+      `fn returned a promise: withFileLockSync released ${lockPath} when fn returned, before that promise settled, so what it does is not under the lock; use withFileLock`,
+    );
+  }
   return result;
+}
+
+const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor;
+const AsyncGeneratorFunction = Object.getPrototypeOf(async function* () {}).constructor;
+
+function isAsyncFunction(fn: unknown): boolean {
+  return fn instanceof AsyncFunction || fn instanceof AsyncGeneratorFunction;
+}
+
+function isThenable(value: unknown): boolean {
+  return (
+    (typeof value === "object" || typeof value === "function") &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === "function"
+  );
 }
 
 /** The options that need the event loop a synchronous acquisition blocks. */
