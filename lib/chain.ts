@@ -59,7 +59,7 @@ export function startHolding<T>(generation: string, fn: () => T | PromiseLike<T>
   }
 }
 
-/** {@link runHolding} for a synchronous `fn`. */
+/** {@link startHolding} for a synchronous `fn`, run and left at once. */
 export function runHoldingSync<T>(generation: string, fn: () => T): T {
   const chain = [...(locksHeldByChain() ?? []), generation];
   running += 1;
