@@ -120,6 +120,9 @@ describe("what telling the chains apart costs the rest of the process", () => {
     expect(seen.afterOne).toBe(0);
     expect(seen.afterBoth).toBe(0);
     expect(seen.afterSync).toBe(0);
+    expect(seen.afterBurst).toBe(0);
+    // A burst of calls turns the store off once, after it, not at each call.
+    expect(seen.burstTurnedOff).toBe(1);
     expect(seen.sync).toBe("ran");
     // A function that outlived another still knows what it holds; a
     // continuation that outlived its function asks as anyone else; a later
