@@ -237,13 +237,15 @@ interface Equipped {
   /** Its loss watch, which watches nothing until `signal` is read; the release stops it first. */
   readonly listeners: LossListeners;
   /**
-   * How its last call ended (async: will end), set by the release itself:
-   * a disposal after a call that is done adds nothing, so a lock released
+   * How its last call ended, set by the release itself once it has: a
+   * disposal after a call that is done adds nothing, so a lock released
    * early inside a `using` block is no error at the block's end (disposal
    * is idempotent, as TC39's proposal advises); after a transient failure
    * it releases again, which retries, as a second call would.
    */
-  called?: Promise<Ending> | Ending;
+  called?: Ending;
+  /** An async release's call still in flight (which `called` is set by), for a disposal to wait out. */
+  ending?: Promise<void>;
   /** Its disposer, made the first time a dispose key is read. */
   disposer?: () => unknown;
 }
@@ -305,8 +307,9 @@ function releasePrototype(
 const ASYNC_DISPOSE_KEYS = disposeKeys(Symbol.asyncDispose, "asyncDispose");
 const DISPOSE_KEYS = disposeKeys(Symbol.dispose, "dispose");
 const ASYNC_RELEASE = releasePrototype(ASYNC_DISPOSE_KEYS, (release, equipped) => async () => {
-  const called = equipped.called;
-  if (called === undefined || (await called) === "retry") await release();
+  // Its failure is the caller's to see (on the promise the call returned).
+  if (equipped.ending) await equipped.ending.catch(() => {});
+  if (equipped.called !== "done") await release();
 });
 const SYNC_RELEASE = releasePrototype(DISPOSE_KEYS, (release, equipped) => () => {
   if (equipped.called !== "done") release();
@@ -412,12 +415,22 @@ function makeRelease(
     equipped.listeners.stop();
     if (!inflight) {
       const ending = releaseGeneration(generation, lockPath, inline);
-      // The caller's promise is `inflight`: its rejection, unhandled, is
-      // still reported; the disposal's view hangs off `ending`.
-      inflight = ending.finally(() => {
-        inflight = undefined;
-      });
-      equipped.called = ending.then(() => "done", endingOf);
+      equipped.ending = ending;
+      // The caller's promise is `inflight`, not `ending`: a rejection the
+      // caller leaves unhandled is still reported, though a disposal waits
+      // `ending` out. One reaction per call, not three: each promise is
+      // charged for by the promise hooks withFileLock turns on (lib/chain.ts).
+      inflight = ending.then(
+        () => {
+          inflight = undefined;
+          equipped.called = "done";
+        },
+        (error: unknown) => {
+          inflight = undefined;
+          equipped.called = endingOf(error);
+          throw error;
+        },
+      );
     }
     return inflight;
   };
