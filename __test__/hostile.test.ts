@@ -28,6 +28,7 @@ import {
   genericFileLockDirStaleVerdict,
   processStartTime,
   removeFileLockDirForGc,
+  withFileLock,
 } from "../lib/index.ts";
 import { copyForAnyUid } from "./kernel-helpers.ts";
 
@@ -550,6 +551,23 @@ describe("hostile: paths the kernel refuses or finds unusual", () => {
     await release();
     expect(fs.readdirSync(dir)).toEqual([]);
     expectNoDebris(root);
+  });
+
+  it("names the lock of a path with a lone surrogate as it is on disk (U+FFFD), won at once or after a wait", async () => {
+    // The core gets the path as UTF-8, the lone surrogate replaced, as
+    // Node's fs replaces it: the lockPath handed out is the directory made.
+    const root = tempRoot();
+    const file = path.join(root, "a\uD800b.json");
+    const onDisk = path.join(root, "a\uFFFDb.json.lock");
+    // The first acquisition in a directory waits off the thread; the next
+    // ones are won on it (the directory has earned the inline path).
+    for (const inlineFastPath of [true, true, true, false]) {
+      const seen = await within(
+        withFileLock(file, (lock) => ({ lockPath: lock.lockPath, made: fs.existsSync(onDisk) }), { ...SHORT, inlineFastPath }),
+      );
+      expect(seen).toEqual({ lockPath: onDisk, made: true });
+    }
+    expect(fs.readdirSync(root)).toEqual([]);
   });
 });
 

@@ -439,10 +439,10 @@ function makeRelease(
 
 /** Releases: a first attempt on this thread when `inline`, the retries off it. */
 async function releaseGeneration(generation: string, lockPath: string, inline: boolean): Promise<void> {
-  let failure: Binding.LockFailure | null | undefined;
   const first = inline ? native.releaseFirstAttemptNative(generation) : undefined;
-  if (first?.done) failure = first.failure;
-  else failure = await native.releaseLockNative(generation, first !== undefined && !first.deferred);
+  if (first === native.ReleaseStep.Released) return;
+  const failure =
+    typeof first === "object" ? first : await native.releaseLockNative(generation, first === native.ReleaseStep.Continue);
   if (failure) throw releaseErrorFromFailure(failure, lockPath);
 }
 
@@ -533,11 +533,17 @@ async function acquire(
   if (signal?.aborted) throw abortReason(signal);
   const request = requestOf(path, resolved);
   const thrown: Thrown = {};
-  const result = firstAttempt(request, resolved) ?? (await waitForLock(request, resolved, thrown));
-  if (!result.lock) {
-    throw acquireError(path, resolved, result.failure!, signal, thrown);
+  const first = firstAttempt(request, resolved);
+  let generation: string;
+  let lockPath: string;
+  if (typeof first === "string") {
+    generation = first;
+    lockPath = lockPathOf(path);
+  } else {
+    const result = first ? { failure: first } : await waitForLock(request, resolved, thrown);
+    if (!result.lock) throw acquireError(path, resolved, result.failure!, signal, thrown);
+    ({ generation, lockPath } = result.lock);
   }
-  const { generation, lockPath } = result.lock;
   let release: LockRelease;
   try {
     release = makeRelease(generation, lockPath, resolved.inlineFastPath, resolved.onCompromised);
@@ -568,14 +574,23 @@ function requestOf(path: string, resolved: ResolvedOptions): Binding.AcquireRequ
 }
 
 /**
- * The one attempt on this thread, when allowed: its result, or undefined
- * when the lock is not free (the test hook must be awaited, so it turns
- * the fast path off).
+ * The one attempt on this thread, when allowed: the generation won, the
+ * failure, or undefined when the lock is not free (the test hook must be
+ * awaited, so it turns the fast path off).
  */
-function firstAttempt(request: Binding.AcquireRequest, options: ResolvedOptions): Binding.AcquireResult | undefined {
+function firstAttempt(request: Binding.AcquireRequest, options: ResolvedOptions): string | Binding.LockFailure | undefined {
   if (!options.inlineFastPath || FileLockTestHooks.afterParentMkdir) return undefined;
-  const result = native.acquireFirstAttemptNative(request);
-  return result.lock || result.failure ? result : undefined;
+  return native.acquireFirstAttemptNative(request) ?? undefined;
+}
+
+/**
+ * The lock directory of `filePath`, as the core names it: the path and
+ * `.lock`, the path as it reaches the core (a lone surrogate, which
+ * cannot reach a filesystem, as U+FFFD).
+ */
+function lockPathOf(filePath: string): string {
+  const wellFormed = filePath as string & { isWellFormed(): boolean; toWellFormed(): string };
+  return `${wellFormed.isWellFormed() ? filePath : wellFormed.toWellFormed()}.lock`;
 }
 
 /** The full acquisition off this thread: attempts, judging, waiting. */
