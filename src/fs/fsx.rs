@@ -618,24 +618,17 @@ fn make_child_dir(parent: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<Ow
     Ok(dir)
 }
 
-/// Appends a suffix to a file name: `info` + `.removing`.
-pub fn with_suffix(name: &OsStr, suffix: &str) -> OsString {
-    let mut out = name.to_os_string();
-    out.push(suffix);
-    out
-}
-
 /// A private name beside `base`, unique per use:
 /// `<base>.<tag>.<pid>.<uuid v4>` (the original's staging names have this
 /// shape with the tag `pending`). The pid says who made it; the uuid that
 /// nobody else can have named it.
 pub fn tagged_name(base: &OsStr, tag: &str) -> OsString {
-    let suffix = format!(
-        ".{tag}.{}.{}",
-        crate::sys::unique::own_pid(),
-        crate::sys::unique::fresh_uuid().hyphenated()
-    );
-    with_suffix(base, &suffix)
+    use crate::sys::unique::{fresh_uuid_text, own_pid_text};
+    let mut name = base.to_os_string();
+    for part in [".", tag, ".", own_pid_text(), ".", &fresh_uuid_text()] {
+        name.push(part);
+    }
+    name
 }
 
 /// The most bytes one name (a path component) may have: `NAME_MAX` of

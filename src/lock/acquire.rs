@@ -1039,7 +1039,7 @@ impl Attempts {
             lock_path,
             parent_path,
             lock_name,
-            owner_token: crate::sys::unique::fresh_uuid().hyphenated().to_string(),
+            owner_token: crate::sys::unique::fresh_uuid_text(),
             wake: Wake::new(),
             deadline: Instant::now() + budget,
             progress: Arc::default(),

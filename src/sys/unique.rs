@@ -28,6 +28,23 @@ pub fn own_pid() -> u32 {
     *PID.get_or_init(std::process::id)
 }
 
+/// [`own_pid`] in decimal, formatted once.
+pub fn own_pid_text() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| own_pid().to_string())
+}
+
+/// A [`fresh_uuid`] as its 36 lowercase, hyphenated characters, encoded by
+/// `uuid`'s encoder rather than through `core::fmt` (its `Display` cost
+/// a cycle, which names two ids, more than their hashes).
+pub fn fresh_uuid_text() -> String {
+    let mut buffer = Uuid::encode_buffer();
+    fresh_uuid()
+        .hyphenated()
+        .encode_lower(&mut buffer)
+        .to_owned()
+}
+
 /// A fresh version-4 UUID (see the module docs).
 pub fn fresh_uuid() -> Uuid {
     static SEED: OnceLock<[u8; 16]> = OnceLock::new();
@@ -51,6 +68,15 @@ mod tests {
     #[test]
     fn the_pid_is_the_kernels() {
         assert_eq!(own_pid(), std::process::id());
+    }
+
+    #[test]
+    fn texts_are_what_display_prints() {
+        assert_eq!(own_pid_text(), std::process::id().to_string());
+        let text = fresh_uuid_text();
+        let parsed = Uuid::parse_str(&text).unwrap();
+        assert_eq!(text, parsed.hyphenated().to_string());
+        assert_eq!(parsed.get_version_num(), 4);
     }
 
     #[test]
