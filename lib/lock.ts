@@ -531,16 +531,16 @@ async function acquire(
   // Already aborted, of whatever reason: rejected before any attempt with the
   // reason itself (SPEC §3), as the original does; there is no holder to name.
   if (signal?.aborted) throw abortReason(signal);
-  const request = requestOf(path, resolved);
-  const thrown: Thrown = {};
-  const first = firstAttempt(request, resolved);
+  const heldByCaller = locksHeldByChain();
+  const first = firstAttempt(path, resolved, heldByCaller);
   let generation: string;
   let lockPath: string;
   if (typeof first === "string") {
     generation = first;
     lockPath = lockPathOf(path);
   } else {
-    const result = first ? { failure: first } : await waitForLock(request, resolved, thrown);
+    const thrown: Thrown = {};
+    const result = first ? { failure: first } : await waitForLock(requestOf(path, resolved, heldByCaller), resolved, thrown);
     if (!result.lock) throw acquireError(path, resolved, result.failure!, signal, thrown);
     ({ generation, lockPath } = result.lock);
   }
@@ -559,8 +559,11 @@ async function acquire(
   return { release, generation, lockPath };
 }
 
-/** What the core is asked for: the validated options, and the locks the caller's chain holds. */
-function requestOf(path: string, resolved: ResolvedOptions): Binding.AcquireRequest {
+/**
+ * What the core is asked for: the validated options, and the locks the
+ * caller's chain holds (`locksHeldByChain()`).
+ */
+function requestOf(path: string, resolved: ResolvedOptions, heldByCaller: readonly string[] | undefined): Binding.AcquireRequest {
   return {
     filePath: path,
     retries: resolved.retries,
@@ -569,18 +572,34 @@ function requestOf(path: string, resolved: ResolvedOptions): Binding.AcquireRequ
     staleMs: resolved.staleMs,
     ownerHostId: resolved.ownerHostId,
     previousOwnerHostIds: resolved.previousOwnerHostIds,
-    heldByCaller: locksHeldByChain()?.slice(),
+    heldByCaller: heldByCaller?.slice(),
   };
 }
 
 /**
  * The one attempt on this thread, when allowed: the generation won, the
  * failure, or undefined when the lock is not free (the test hook must be
- * awaited, so it turns the fast path off).
+ * awaited, so it turns the fast path off). The request goes as arguments,
+ * in {@link requestOf}'s order (an object costs the core a named read per
+ * field).
  */
-function firstAttempt(request: Binding.AcquireRequest, options: ResolvedOptions): string | Binding.LockFailure | undefined {
+function firstAttempt(
+  path: string,
+  options: ResolvedOptions,
+  heldByCaller: readonly string[] | undefined,
+): string | Binding.LockFailure | undefined {
   if (!options.inlineFastPath || FileLockTestHooks.afterParentMkdir) return undefined;
-  return native.acquireFirstAttemptNative(request) ?? undefined;
+  const answer = native.acquireFirstAttemptNative(
+    path,
+    options.retries,
+    options.retryDelayMs,
+    options.timeout,
+    options.staleMs,
+    options.ownerHostId,
+    options.previousOwnerHostIds,
+    heldByCaller?.slice(),
+  );
+  return answer ?? undefined;
 }
 
 /**
@@ -707,7 +726,7 @@ function acquireSync(
   const path = validateLockFilePath(filePath);
   const resolved = resolveOptions(options);
   refuseAsyncOnly(resolved);
-  const request = requestOf(path, resolved);
+  const request = requestOf(path, resolved, locksHeldByChain());
   const result = native.acquireLockSyncNative(request, stillRunning);
   if (!result.lock) throw acquireError(path, resolved, result.failure!, undefined, {});
   const { generation, lockPath } = result.lock;
