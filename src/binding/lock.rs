@@ -277,7 +277,10 @@ fn acquire_result(
 /// fields by name, making and interning each name on every call, which cost
 /// the cycle about 2.5 µs (`perf`, as above); arguments cost none of it.
 #[napi(ts_return_type = "string | LockFailure | null")]
-#[allow(clippy::too_many_arguments, reason = "AcquireRequest's fields, see above")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "AcquireRequest's fields, see above"
+)]
 pub fn acquire_first_attempt_native(
     env: Env,
     file_path: String,
