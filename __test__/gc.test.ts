@@ -31,6 +31,7 @@ import {
   readFileLockObservationForGc,
   removeFileLockDirForGc,
 } from "../lib/index.ts";
+import { injectDelayForTesting } from "../lib/testing.ts";
 import {
   canonicalRecord,
   cleanup,
@@ -215,6 +216,27 @@ describe("removeFileLockDirForGc", () => {
     expect(fs.existsSync(lockDir)).toBe(true);
     fs.rmSync(lockDir, { recursive: true });
     expect(await removeFileLockDirForGc(lockDir, copy)).toBe("missing");
+  });
+
+  it("answers missing when the lock is removed after the observation, owner_changed when it is replaced", async () => {
+    // gc.judged stalls the removal between its observation and its guard.
+    const removed = (lockDir: string) => fs.rmSync(lockDir, { recursive: true });
+    const replaced = (lockDir: string) => {
+      removed(lockDir);
+      fs.mkdirSync(lockDir, { mode: 0o700 });
+    };
+    for (const [meanwhile, expected] of [
+      [removed, "missing"],
+      [replaced, "owner_changed"],
+    ] as const) {
+      const { lockDir } = await deadLock();
+      const observation = await readFileLockObservationForGc(lockDir);
+      injectDelayForTesting("gc.judged", 400, path.basename(lockDir), 1);
+      const removal = removeFileLockDirForGc(lockDir, observation!.info, observation!.identity);
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      meanwhile(lockDir);
+      expect([meanwhile.name, await removal]).toEqual([meanwhile.name, expected]);
+    }
   });
 
   it("answers missing when nothing is at the lock path", async () => {

@@ -56,7 +56,9 @@ export function injectFaultForTesting(step: string, code: string, times?: number
  * written, `release.detach`: a release that has looked at the lock name
  * and is about to free it, `release.detached`: the lock name freed by a release, its
  * directory not yet removed, `acquire.answered`: the thread of an
- * acquisition that waited, after it answered its caller) stall for `ms` milliseconds on lock or directory names
+ * acquisition that waited, after it answered its caller, `gc.judged`: a
+ * `removeFileLockDirForGc` that has observed the lock and not yet begun to
+ * remove it) stall for `ms` milliseconds on lock or directory names
  * containing `only`, `times` times or always (tests only): a slow
  * filesystem, or a window for a race. One step is a length of time, not a
  * stall: `acquire.elder_grace`, how long a waiter woken by the free name

@@ -122,7 +122,8 @@ fn empty_dir_identity(snapshot: &tree::TreeSnapshot) -> LockDirIdentity {
 /// `expected` owner generation and is still the `identity` observed before
 /// the caller decided.
 ///
-/// `missing` means nothing stands at the path. Anything else that stands
+/// `missing` means nothing stands at the path (from the start, or once the
+/// observed directory left it before the removal began). Anything else that stands
 /// there and is not exactly the expected generation — another record, a
 /// malformed one, an empty directory, a symlink — is `owner_changed`, as is
 /// any lock when no identity was observed for `expected` (a record built by
@@ -164,9 +165,19 @@ pub fn remove_for_gc(
     // judged, a lock whose holder lives is not removed (`owner_changed`:
     // not the dead generation judged), and this removal does not race a
     // reclaimer that is exchanging the same directory. Held to the end.
+    crate::sys::faults::pause("gc.judged", &name);
     let _guard = match guard::guard_judged(parent.as_fd(), &name, &snapshot) {
         Guarded::Acquired(guard) => guard,
-        Guarded::Busy | Guarded::Gone => return GcRemoval::OwnerChanged,
+        Guarded::Busy => return GcRemoval::OwnerChanged,
+        // The observed directory left the name meanwhile: removed (by a
+        // reclaimer or another GC) when nothing stands there now, replaced
+        // otherwise.
+        Guarded::Gone => {
+            return match fsx::stat_nofollow(parent.as_fd(), &name) {
+                Err(Errno::NOENT | Errno::STALE) => GcRemoval::Missing,
+                _ => GcRemoval::OwnerChanged,
+            };
+        }
     };
     // In place, never by detaching the name (see `acquire::take_over`):
     // a successor that takes the name is never moved away from it.

@@ -26,8 +26,10 @@ pub const STEPS: &[&str] = &[
 /// staging directory is made and held but its record not yet written, the
 /// moment a release has looked at the lock name and is about to free it,
 /// and the moment a release has freed the lock name (its directory detached,
-/// not yet removed), and the moment after an acquisition answered its
-/// caller (its thread preempted before it returns). And one that is a length of time rather than a stall:
+/// not yet removed), the moment after an acquisition answered its
+/// caller (its thread preempted before it returns), and the moment a GC
+/// removal has observed the lock it was asked to remove and not yet guarded
+/// it (`gc.judged`). And one that is a length of time rather than a stall:
 /// `acquire.elder_grace`, how long a waiter woken by the free name lets
 /// the waiters staged before it take the lock ([`armed_duration`]).
 pub const DELAY_STEPS: &[&str] = &[
@@ -38,6 +40,7 @@ pub const DELAY_STEPS: &[&str] = &[
     "release.detach",
     "release.detached",
     "acquire.answered",
+    "gc.judged",
     "acquire.elder_grace",
 ];
 
