@@ -97,6 +97,28 @@ describe("loading the native binary", () => {
     expect(seen).toEqual({ loaded: true });
     expect(spawnSync(process.execPath, ["-e", "require('./dist/index.js')"], { cwd: ROOT }).status).toBe(0);
   });
+
+  it.skipIf(process.platform !== "linux")(
+    "leaves the program's process.report settings as they were where /usr/bin/ldd is missing",
+    () => {
+      // Without ldd, napi's loader asks a process report which C library runs,
+      // setting process.report.excludeNetwork on the way (a slim image).
+      const hideLdd = path.join(scratch, "hide-ldd.cjs");
+      fs.writeFileSync(
+        hideLdd,
+        `const fs = require("node:fs");
+const read = fs.readFileSync;
+fs.readFileSync = function (file, ...rest) {
+  if (file === "/usr/bin/ldd") { globalThis.lddAsked = true; throw Object.assign(new Error("ENOENT"), { code: "ENOENT" }); }
+  return read.call(this, file, ...rest);
+};`,
+      );
+      const script = `require(${JSON.stringify(path.join(ROOT, "dist", "index.js"))});
+console.log(JSON.stringify({ lddAsked: globalThis.lddAsked === true, excludeNetwork: process.report.excludeNetwork }));`;
+      const out = execFileSync(process.execPath, ["--require", hideLdd, "-e", script], { encoding: "utf8" });
+      expect(JSON.parse(out)).toEqual({ lddAsked: true, excludeNetwork: false });
+    },
+  );
 });
 
 describe("the no-binary message", () => {

@@ -162,11 +162,30 @@ function isBinding(value: unknown): value is typeof Binding {
   return typeof value === "object" && value !== null && typeof (value as { nativeVersion?: unknown }).nativeVersion === "function";
 }
 
+/**
+ * napi's generated loader. Where it cannot tell musl from glibc by
+ * `/usr/bin/ldd` (a distroless or slim image), it asks for a process report
+ * and first sets `process.report.excludeNetwork = true`, for good: the
+ * program's own diagnostic reports would lose their network section because
+ * it imported a lock. What the setting was is put back.
+ */
+function requireNapiLoader(): unknown {
+  const report = process.report as { excludeNetwork?: boolean } | undefined;
+  const had = report !== undefined && "excludeNetwork" in report;
+  const excludeNetwork = report?.excludeNetwork;
+  try {
+    return require("../native/index.js");
+  } finally {
+    if (report && !had) delete report.excludeNetwork;
+    else if (report && report.excludeNetwork !== excludeNetwork) report.excludeNetwork = excludeNetwork;
+  }
+}
+
 function load(): typeof Binding {
   let cause: unknown;
   try {
     // A CommonJS require so the failure can be caught and reshaped here.
-    const loaded: unknown = require("../native/index.js");
+    const loaded: unknown = requireNapiLoader();
     if (isBinding(loaded)) return loaded;
     cause = new Error("napi's loader returned no binding (a bundler that turned the .node into a file path?)");
   } catch (error) {
