@@ -101,6 +101,33 @@ describe("a nested acquisition of a lock the call chain holds", () => {
     await Promise.all([outer, first, second]);
     expect(order).toEqual(["outer", "first", "second"]);
   });
+
+  it("lets a task that outlived its function wait for the release, however far the release has got", async () => {
+    // Started inside fn, it asks for the same lock a few microtasks after fn
+    // returned, while the release runs off the thread (inlineFastPath off, as
+    // on a network mount): it queues behind the release, never EDEADLK.
+    const file = path.join(makeRoot(), "state.json");
+    const outcomes: Record<string, number> = {};
+    for (let round = 0; round < 200; round++) {
+      let task: Promise<string | undefined> | undefined;
+      await withFileLock(
+        file,
+        async () => {
+          task = (async () => {
+            for (let i = 0; i < 2 + (round % 40); i++) await null;
+            return acquireLock(file, { retries: 20, retryDelayMs: 50 }).then(
+              (release) => release().then(() => "acquired"),
+              (error: FileLockError) => error.code,
+            );
+          })();
+        },
+        { inlineFastPath: false },
+      );
+      const outcome = String(await task);
+      outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+    }
+    expect(outcomes).toEqual({ acquired: 200 });
+  });
 });
 
 describe("what telling the chains apart costs the rest of the process", () => {

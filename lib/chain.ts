@@ -15,14 +15,26 @@
  * (unless the program has stores of its own enabled), and cost only while
  * a lock's function runs. Nothing is lost by it: a chain holds a lock
  * through this store only while that function runs, and a continuation that
- * outlives it keeps the store it had (naming generations already released,
- * which refuse nothing). Where AsyncLocalStorage propagates without hooks
- * (Node 24's AsyncContextFrame, Bun), `disable()` would only clear the
- * current context's value, and nothing is gained: left alone there.
+ * outlives it keeps the store it had (its hold dead, refusing nothing).
+ * Where AsyncLocalStorage propagates without hooks (Node 24's
+ * AsyncContextFrame, Bun), `disable()` would only clear the current
+ * context's value, and nothing is gained: left alone there.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 
-const heldByChain = new AsyncLocalStorage<readonly string[]>();
+/**
+ * One `withFileLock` function's hold as its chain carries it: live until
+ * the function has settled. A continuation that outlives the function keeps
+ * the hold in its store, dead: its acquisition of the same lock then waits
+ * for the release like anyone's, whether or not the store is still on and
+ * however far the release has got.
+ */
+interface Hold {
+  readonly generation: string;
+  live: boolean;
+}
+
+const heldByChain = new AsyncLocalStorage<readonly Hold[]>();
 
 /** True where a `run()` turns on process-wide promise hooks (see above). */
 const hooksCostTheProcess =
@@ -32,9 +44,14 @@ const hooksCostTheProcess =
 /** `withFileLock` functions running now, across every chain of this thread. */
 let running = 0;
 
-/** The generations the running chain holds through `withFileLock`. */
-export function locksHeldByChain(): readonly string[] | undefined {
-  return heldByChain.getStore();
+/** The generations the running chain holds through `withFileLock` functions still running. */
+export function locksHeldByChain(): string[] | undefined {
+  const live = liveHolds();
+  return live.length > 0 ? live.map((hold) => hold.generation) : undefined;
+}
+
+function liveHolds(): Hold[] {
+  return heldByChain.getStore()?.filter((hold) => hold.live) ?? [];
 }
 
 /** Whether a turn-off is queued (see {@link leave}). */
@@ -47,7 +64,10 @@ let turnOffQueued = false;
  * would otherwise turn the hooks on and off at every call, which cost each
  * call about 6 µs (a tenth of a cycle on tmpfs), against the fraction of a
  * µs its few promises pay while they stay on. A `nextTick`, not a timer:
- * nothing keeps the process alive or shows up under fake timers.
+ * nothing keeps the process alive (under fake timers that fake `nextTick`
+ * too, as Jest's do, the turn-off waits for their clock: a cost, not a
+ * fault). While the store stays on, what the chains of ended functions
+ * carry is dead (see {@link Hold}) and refuses nothing.
  */
 function leave(): void {
   running -= 1;
@@ -70,23 +90,30 @@ function turnOffIfIdle(): void {
  * the release follows `fn` with no extra turn of the microtask queue.
  */
 export function startHolding<T>(generation: string, fn: () => T | PromiseLike<T>): { settled: Promise<Awaited<T>>; leave: () => void } {
-  const chain = [...(locksHeldByChain() ?? []), generation];
+  const hold: Hold = { generation, live: true };
+  const chain = [...liveHolds(), hold];
   running += 1;
-  try {
-    return { settled: heldByChain.run(chain, () => Promise.resolve(fn()) as Promise<Awaited<T>>), leave };
-  } catch (error) {
+  const end = () => {
+    hold.live = false;
     leave();
+  };
+  try {
+    return { settled: heldByChain.run(chain, () => Promise.resolve(fn()) as Promise<Awaited<T>>), leave: end };
+  } catch (error) {
+    end();
     throw error;
   }
 }
 
 /** {@link startHolding} for a synchronous `fn`, run and left at once. */
 export function runHoldingSync<T>(generation: string, fn: () => T): T {
-  const chain = [...(locksHeldByChain() ?? []), generation];
+  const hold: Hold = { generation, live: true };
+  const chain = [...liveHolds(), hold];
   running += 1;
   try {
     return heldByChain.run(chain, fn);
   } finally {
+    hold.live = false;
     leave();
   }
 }

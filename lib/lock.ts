@@ -565,7 +565,7 @@ async function acquire(
  * What the core is asked for: the validated options, and the locks the
  * caller's chain holds (`locksHeldByChain()`).
  */
-function requestOf(path: string, resolved: ResolvedOptions, heldByCaller: readonly string[] | undefined): Binding.AcquireRequest {
+function requestOf(path: string, resolved: ResolvedOptions, heldByCaller: string[] | undefined): Binding.AcquireRequest {
   return {
     filePath: path,
     retries: resolved.retries,
@@ -574,7 +574,7 @@ function requestOf(path: string, resolved: ResolvedOptions, heldByCaller: readon
     staleMs: resolved.staleMs,
     ownerHostId: resolved.ownerHostId,
     previousOwnerHostIds: resolved.previousOwnerHostIds,
-    heldByCaller: heldByCaller?.slice(),
+    heldByCaller,
   };
 }
 
@@ -588,7 +588,7 @@ function requestOf(path: string, resolved: ResolvedOptions, heldByCaller: readon
 function firstAttempt(
   path: string,
   options: ResolvedOptions,
-  heldByCaller: readonly string[] | undefined,
+  heldByCaller: string[] | undefined,
 ): string | Binding.LockFailure | undefined {
   if (!options.inlineFastPath || FileLockTestHooks.afterParentMkdir) return undefined;
   const answer = native.acquireFirstAttemptNative(
@@ -599,7 +599,7 @@ function firstAttempt(
     options.staleMs,
     options.ownerHostId,
     options.previousOwnerHostIds,
-    heldByCaller?.slice(),
+    heldByCaller,
   );
   return answer ?? undefined;
 }
