@@ -28,6 +28,20 @@ if (role === "holder") {
     console.error("crash-calls: strace is not on PATH");
     process.exit(2);
   }
+  // A run whose waiter happened to wake on its retry timer as the holder died
+  // counts nothing (see recoveryCalls): tried again, a few times.
+  let calls = null;
+  for (let run = 0; run < 3 && calls === null; run++) calls = await recoveryOfOneCrash();
+  if (calls === null) throw new Error("three runs in a row were woken by the waiter's timer, not the pidfd");
+  const counts = new Map();
+  for (const call of calls) counts.set(call.name, (counts.get(call.name) ?? 0) + 1);
+  const perCall = [...counts].sort((a, b) => b[1] - a[1]).map(([name, n]) => `${n} ${name}`);
+  console.log(`crash path: ${calls.length} calls from the pidfd wake-up to the lock (${perCall.join(", ")})`);
+  if (process.argv.includes("--show")) for (const call of calls) console.log(`  ${call.text.slice(0, 160)}`);
+}
+
+/** One holder SIGKILLed under a traced waiter: the waiter's recovery calls, or null (see recoveryCalls). */
+async function recoveryOfOneCrash() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-crash-calls-"));
   const file = path.join(dir, "state.json");
   const traceFile = path.join(dir, "waiter.trace");
@@ -48,23 +62,21 @@ if (role === "holder") {
     holder.kill("SIGKILL");
     const code = await new Promise((resolve) => waiter.once("exit", resolve));
     if (code !== 0) throw new Error(`the waiter exited with ${code}`);
-    const calls = recoveryCalls(fs.readFileSync(traceFile, "utf8"));
-    const counts = new Map();
-    for (const call of calls) counts.set(call.name, (counts.get(call.name) ?? 0) + 1);
-    const perCall = [...counts].sort((a, b) => b[1] - a[1]).map(([name, n]) => `${n} ${name}`);
-    console.log(`crash path: ${calls.length} calls from the pidfd wake-up to the lock (${perCall.join(", ")})`);
-    if (process.argv.includes("--show")) for (const call of calls) console.log(`  ${call.text.slice(0, 160)}`);
+    return recoveryCalls(fs.readFileSync(traceFile, "utf8"));
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
-/** The calls of the thread woken by the pidfd, from that wake-up to the eventfd write after it. */
+/**
+ * The calls of the thread woken by the pidfd, from that wake-up to the eventfd write after it;
+ * null when the last wake-up before that write was its retry timer running out, not the pidfd.
+ */
 function recoveryCalls(trace) {
   const lines = trace.split("\n");
   // (strace may split the call: `write(16, "\1\0…", 8 <unfinished ...>`)
   const wakesJs = (line) => /^\d+ +write\(\d+, "\\1\\0\\0\\0\\0\\0\\0\\0", 8[) ]/.test(line);
-  const sleptUntilReady = (line) => /(ppoll|epoll_p?wait)/.test(line) && /\) = [1-9]/.test(line);
+  const slept = (line) => /(ppoll|epoll_p?wait)/.test(line) && /\) = \d/.test(line);
   // The waiting thread sleeps on the holder's pidfd (in `epoll_pwait`, beside its inotify
   // subscription; `ppoll` in older builds) and, once it holds the lock, wakes JavaScript with an
   // eventfd write. The last such write of a thread that opened a pidfd names it; its last sleep
@@ -74,8 +86,11 @@ function recoveryCalls(trace) {
   const wrote = lines.findLastIndex((line) => wakesJs(line) && watchers.has(tidOf(line)));
   if (wrote < 0) throw new Error("the waiting thread never woke JavaScript");
   const tid = tidOf(lines[wrote]);
-  const start = lines.findLastIndex((line, i) => i < wrote && line.startsWith(`${tid} `) && sleptUntilReady(line));
-  if (start < 0) throw new Error("no pidfd wake-up in the waiter's trace");
+  const start = lines.findLastIndex((line, i) => i < wrote && line.startsWith(`${tid} `) && slept(line));
+  if (start < 0) throw new Error("no wake-up in the waiter's trace");
+  // Its retry timer ran out in the moment the holder was killed: that wake-up
+  // was not the pidfd's, and the recovery it made is not the one counted.
+  if (/\) = 0/.test(lines[start])) return null;
   const calls = [];
   for (const line of lines.slice(start + 1)) {
     if (!line.startsWith(`${tid} `)) continue;
