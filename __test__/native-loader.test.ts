@@ -117,6 +117,12 @@ fs.readFileSync = function (file, ...rest) {
 console.log(JSON.stringify({ lddAsked: globalThis.lddAsked === true, excludeNetwork: process.report.excludeNetwork }));`;
       const out = execFileSync(process.execPath, ["--require", hideLdd, "-e", script], { encoding: "utf8" });
       expect(JSON.parse(out)).toEqual({ lddAsked: true, excludeNetwork: false });
+      // A runtime whose process.report is not an object is left alone, and loads.
+      const nullReport = `Object.defineProperty(process, "report", { value: null, configurable: true });
+require(${JSON.stringify(path.join(ROOT, "dist", "index.js"))});
+console.log(JSON.stringify({ loaded: true, report: process.report }));`;
+      const loaded = execFileSync(process.execPath, ["--require", hideLdd, "-e", nullReport], { encoding: "utf8" });
+      expect(JSON.parse(loaded)).toEqual({ loaded: true, report: null });
     },
   );
 });

@@ -128,6 +128,65 @@ describe("a nested acquisition of a lock the call chain holds", () => {
     }
     expect(outcomes).toEqual({ acquired: 200 });
   });
+
+  it("refuses a task only while its function is pending: one asking a microtask after fn settled waits", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const ask = () =>
+      acquireLock(file, { retries: 20, retryDelayMs: 50 }).then(
+        (release) => release().then(() => "acquired"),
+        (error: FileLockError) => String(error.code),
+      );
+    const seen: string[] = [];
+    for (const inlineFastPath of [true, false]) {
+      // A task fn leaves behind, asking k microtasks after fn returned (k = 0:
+      // while fn runs, refused).
+      for (let k = 0; k <= 3; k++) {
+        let task: Promise<string> | undefined;
+        await withFileLock(
+          file,
+          async () => {
+            task = (async () => {
+              for (let i = 0; i < k; i++) await null;
+              return ask();
+            })();
+          },
+          { inlineFastPath },
+        );
+        seen.push(`${inlineFastPath}/${k}:${await task}`);
+      }
+      let queued: Promise<string> | undefined;
+      await withFileLock(
+        file,
+        () => {
+          queued = new Promise((resolve) => queueMicrotask(() => resolve(ask())));
+          return 42;
+        },
+        { inlineFastPath },
+      );
+      seen.push(`${inlineFastPath}/queueMicrotask:${await queued}`);
+      // Asked while fn is still pending, though fn settles before the core answers.
+      let pending: Promise<string> | undefined;
+      await withFileLock(
+        file,
+        async () => {
+          await null;
+          pending = ask();
+        },
+        { inlineFastPath },
+      );
+      seen.push(`${inlineFastPath}/pending:${await pending}`);
+      seen.push(`${inlineFastPath}/awaited:${await withFileLock(file, async () => ask(), { inlineFastPath })}`);
+    }
+    expect(seen.filter((outcome) => outcome.endsWith("EDEADLK"))).toEqual([
+      "true/0:EDEADLK",
+      "true/pending:EDEADLK",
+      "true/awaited:EDEADLK",
+      "false/0:EDEADLK",
+      "false/pending:EDEADLK",
+      "false/awaited:EDEADLK",
+    ]);
+    expect(seen).toHaveLength(14);
+  });
 });
 
 describe("what telling the chains apart costs the rest of the process", () => {

@@ -32,6 +32,8 @@ import { AsyncLocalStorage } from "node:async_hooks";
 interface Hold {
   readonly generation: string;
   live: boolean;
+  /** fn has returned (its promise may still be pending). */
+  returned: boolean;
 }
 
 const heldByChain = new AsyncLocalStorage<readonly Hold[]>();
@@ -48,6 +50,19 @@ let running = 0;
 export function locksHeldByChain(): string[] | undefined {
   const live = liveHolds();
   return live.length > 0 ? live.map((hold) => hold.generation) : undefined;
+}
+
+/**
+ * For an acquisition refused for a hold of its chain: the generations among
+ * the chain's holds whose function had already settled when it was called.
+ * Such a hold dies by a reaction to fn's promise, queued when it settled,
+ * so before this microtask, queued now; a function that settles later (or
+ * has not returned yet) is not counted.
+ */
+export function holdsSettledBeforeNow(): Promise<string[]> | undefined {
+  const returned = liveHolds().filter((hold) => hold.returned);
+  if (returned.length === 0) return undefined;
+  return Promise.resolve().then(() => returned.filter((hold) => !hold.live).map((hold) => hold.generation));
 }
 
 function liveHolds(): Hold[] {
@@ -90,7 +105,7 @@ function turnOffIfIdle(): void {
  * the release follows `fn` with no extra turn of the microtask queue.
  */
 export function startHolding<T>(generation: string, fn: () => T | PromiseLike<T>): { settled: Promise<Awaited<T>>; leave: () => void } {
-  const hold: Hold = { generation, live: true };
+  const hold: Hold = { generation, live: true, returned: false };
   const chain = [...liveHolds(), hold];
   running += 1;
   const end = () => {
@@ -98,7 +113,15 @@ export function startHolding<T>(generation: string, fn: () => T | PromiseLike<T>
     leave();
   };
   try {
-    return { settled: heldByChain.run(chain, () => Promise.resolve(fn()) as Promise<Awaited<T>>), leave: end };
+    const settled = heldByChain.run(chain, () => Promise.resolve(fn()) as Promise<Awaited<T>>);
+    hold.returned = true;
+    // Dead once fn's promise settles: a reaction queued then, not only at the
+    // caller's await, which may come a turn later than a task fn left behind.
+    const die = () => {
+      hold.live = false;
+    };
+    settled.then(die, die);
+    return { settled, leave: end };
   } catch (error) {
     end();
     throw error;
@@ -107,7 +130,7 @@ export function startHolding<T>(generation: string, fn: () => T | PromiseLike<T>
 
 /** {@link startHolding} for a synchronous `fn`, run and left at once. */
 export function runHoldingSync<T>(generation: string, fn: () => T): T {
-  const hold: Hold = { generation, live: true };
+  const hold: Hold = { generation, live: true, returned: false };
   const chain = [...liveHolds(), hold];
   running += 1;
   try {

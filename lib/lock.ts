@@ -3,7 +3,7 @@
  * native core, shape its answer. Read top to bottom, one step per function.
  */
 import type * as Binding from "../native/index.js";
-import { locksHeldByChain, runHoldingSync, startHolding } from "./chain.js";
+import { holdsSettledBeforeNow, locksHeldByChain, runHoldingSync, startHolding } from "./chain.js";
 import { native } from "./native.js";
 import {
   argumentError,
@@ -533,18 +533,35 @@ async function acquire(
   // Already aborted, of whatever reason: rejected before any attempt with the
   // reason itself (SPEC §3), as the original does; there is no holder to name.
   if (signal?.aborted) throw abortReason(signal);
-  const heldByCaller = locksHeldByChain();
-  const first = firstAttempt(path, resolved, heldByCaller);
+  let heldByCaller = locksHeldByChain();
+  // A hold whose function settled just before this call dies a microtask
+  // later: it must refuse nothing (see holdsSettledBeforeNow).
+  let settledBefore = heldByCaller ? holdsSettledBeforeNow() : undefined;
   let generation: string;
   let lockPath: string;
-  if (typeof first === "string") {
-    generation = first;
-    lockPath = lockPathOf(path);
-  } else {
+  for (;;) {
+    const first = firstAttempt(path, resolved, heldByCaller);
+    if (typeof first === "string") {
+      generation = first;
+      lockPath = lockPathOf(path);
+      break;
+    }
     const thrown: Thrown = {};
     const result = first ? { failure: first } : await waitForLock(requestOf(path, resolved, heldByCaller), resolved, thrown);
-    if (!result.lock) throw acquireError(path, resolved, result.failure!, signal, thrown);
-    ({ generation, lockPath } = result.lock);
+    if (result.lock) {
+      ({ generation, lockPath } = result.lock);
+      break;
+    }
+    if (result.failure!.code === "EDEADLK" && settledBefore) {
+      const dead = await settledBefore;
+      settledBefore = undefined;
+      if (dead.length > 0) {
+        const live = heldByCaller!.filter((generation) => !dead.includes(generation));
+        heldByCaller = live.length > 0 ? live : undefined;
+        continue;
+      }
+    }
+    throw acquireError(path, resolved, result.failure!, signal, thrown);
   }
   let release: LockRelease;
   try {

@@ -170,7 +170,9 @@ function isBinding(value: unknown): value is typeof Binding {
  * it imported a lock. What the setting was is put back.
  */
 function requireNapiLoader(): unknown {
-  const report = process.report as { excludeNetwork?: boolean } | undefined;
+  // As napi's loader does (`process.report && …`): only an object is touched.
+  const candidate: unknown = process.report;
+  const report = typeof candidate === "object" && candidate !== null ? (candidate as { excludeNetwork?: boolean }) : undefined;
   const had = report !== undefined && "excludeNetwork" in report;
   const excludeNetwork = report?.excludeNetwork;
   try {
