@@ -65,8 +65,12 @@ export function holdsSettledBeforeNow(): Promise<string[]> | undefined {
   return Promise.resolve().then(() => returned.filter((hold) => !hold.live).map((hold) => hold.generation));
 }
 
-function liveHolds(): Hold[] {
-  return heldByChain.getStore()?.filter((hold) => hold.live) ?? [];
+const NO_HOLDS: readonly Hold[] = [];
+
+/** The chain's holds still live (no array made for a call outside any chain: the common case). */
+function liveHolds(): readonly Hold[] {
+  const store = heldByChain.getStore();
+  return store === undefined ? NO_HOLDS : store.filter((hold) => hold.live);
 }
 
 /** Whether a turn-off is queued (see {@link leave}). */
@@ -108,8 +112,11 @@ export function startHolding<T>(generation: string, fn: () => T | PromiseLike<T>
   const hold: Hold = { generation, live: true, returned: false };
   const chain = [...liveHolds(), hold];
   running += 1;
-  const end = () => {
+  const die = () => {
     hold.live = false;
+  };
+  const end = () => {
+    die();
     leave();
   };
   try {
@@ -117,9 +124,6 @@ export function startHolding<T>(generation: string, fn: () => T | PromiseLike<T>
     hold.returned = true;
     // Dead once fn's promise settles: a reaction queued then, not only at the
     // caller's await, which may come a turn later than a task fn left behind.
-    const die = () => {
-      hold.live = false;
-    };
     settled.then(die, die);
     return { settled, leave: end };
   } catch (error) {
