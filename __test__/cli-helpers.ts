@@ -92,13 +92,15 @@ export class Proc {
 }
 
 /** Starts `exactlock ARGS…` under node. */
-export function startCli(args: string[], options: { cwd?: string } = {}): Proc {
-  return new Proc(spawn(process.execPath, [CLI, ...args], { cwd: options.cwd ?? ROOT, stdio: ["ignore", "pipe", "pipe"] }));
+export function startCli(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Proc {
+  return new Proc(
+    spawn(process.execPath, [CLI, ...args], { cwd: options.cwd ?? ROOT, env: options.env, stdio: ["ignore", "pipe", "pipe"] }),
+  );
 }
 
 /** Runs `exactlock ARGS…` to the end (killed after `timeoutMs` so a hang fails the test). */
-export async function runCli(args: string[], timeoutMs = 30_000): Promise<Finished> {
-  const proc = startCli(args);
+export async function runCli(args: string[], timeoutMs = 30_000, env?: NodeJS.ProcessEnv): Promise<Finished> {
+  const proc = startCli(args, { env });
   const timer = setTimeout(() => proc.kill("SIGKILL"), timeoutMs);
   try {
     return await proc.exited;

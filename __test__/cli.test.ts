@@ -403,6 +403,19 @@ describe("exactlock demo", () => {
     expect(summary.handoff.n).toBeGreaterThan(0);
   }, 60_000);
 
+  it("counts --seconds from the first section: workers that take 2.5 s to start still contend and are killed", async () => {
+    const preload = path.join(__dirname, "fixtures", "slow-start.cjs");
+    const env = { ...process.env, NODE_OPTIONS: `--require ${preload}`, SLOW_START_MS: "2500" };
+    const started = Date.now();
+    const result = await runCli(["demo", "--seconds", "2", "--procs", "2", "--json"], 60_000, env);
+    const summary = JSON.parse(result.stdout);
+    // The start-up was not counted, and then the 2 s were not skipped either.
+    expect(Date.now() - started).toBeGreaterThan(4_500);
+    expect(summary.workerErrors).toEqual([]);
+    expect(summary.sections).toBeGreaterThan(10);
+    expect(summary.kills).toBeGreaterThan(0);
+  }, 60_000);
+
   it("prints a readable summary", async () => {
     const result = await runCli(["demo", "--seconds", "2", "--procs", "2"], 60_000);
     expect(result.stdout).toMatch(/sections\s+\d+/);

@@ -30,7 +30,8 @@ new process takes its place. Shows live progress, then a summary:
                       final counter is below the number of sections
 
 Options:
-  --seconds N            how long to run (default 10)
+  --seconds N            how long to contend, counted from the first section
+                         (the processes' start-up is not counted; default 10)
   --procs N              contending processes (default 5)
   --json                 print the summary as JSON (no progress line)
   -h, --help             show this help
@@ -91,8 +92,12 @@ class Arena {
   readonly errors: string[] = [];
   killDue = false;
   stopping = false;
+  /** Settles when a worker first reports entering its section: the contention has begun. */
+  readonly firstEntered: Promise<void>;
+  private markEntered: () => void = () => undefined;
 
   constructor() {
+    this.firstEntered = new Promise((resolve) => (this.markEntered = resolve));
     const initial: DemoState = { counter: 0, writtenBy: null };
     writeFileSync(this.file, JSON.stringify(initial));
   }
@@ -119,7 +124,10 @@ class Arena {
   private onMessage(worker: ChildProcess, message: WorkerMessage): void {
     if (message.type === "section") this.sections.push(message);
     else if (message.type === "error") this.errors.push(`pid ${message.pid}: ${message.message}`);
-    else if (message.type === "enter" && this.killDue && !this.stopping) this.kill(worker);
+    else if (message.type === "enter") {
+      this.markEntered();
+      if (this.killDue && !this.stopping) this.kill(worker);
+    }
   }
 
   /** SIGKILLs a worker that just reported entering its section, its kill recorded first. */
@@ -238,8 +246,26 @@ function progressLine(arena: Arena, elapsedMs: number, options: DemoOptions): st
   );
 }
 
-/** Runs the contention for `options.seconds`, scheduling a kill about once a second. */
+/** How long the workers have to start and take the lock the first time. */
+const STARTUP_LIMIT_MS = 60_000;
+
+/**
+ * Waits for the first section, then runs the contention for `options.seconds`,
+ * scheduling a kill about once a second. The clock starts at the first
+ * section, not at the spawn: where starting a runtime takes seconds (an
+ * emulator, a cold disk), counting it would leave no time to contend and kill.
+ */
 async function contend(arena: Arena, options: DemoOptions, showProgress: boolean): Promise<void> {
+  let startupTimer: NodeJS.Timeout | undefined;
+  const started = await Promise.race([
+    arena.firstEntered.then(() => true),
+    new Promise<false>((resolve) => (startupTimer = setTimeout(() => resolve(false), STARTUP_LIMIT_MS))),
+  ]);
+  clearTimeout(startupTimer);
+  if (!started) {
+    arena.errors.push(`no worker entered its section within ${STARTUP_LIMIT_MS / 1000} s of its start`);
+    return;
+  }
   const start = Date.now();
   // No kill in the last half second: a holder killed as the demo stops would leave its lock
   // for an acquirer that never comes (the demo stops replacing workers), not for the demo's
