@@ -252,6 +252,16 @@ function sectionFlow(done) {
   };
 }
 
+/** CPU time of the counter's processes per section done, and the main threads' share of it. */
+function cpuPerSection(done, completed) {
+  const total = done.reduce((sum, d) => sum + (d.cpuUs ?? 0), 0);
+  const main = done.every((d) => typeof d.mainThreadUs === "number") ? done.reduce((sum, d) => sum + d.mainThreadUs, 0) : null;
+  return {
+    perSectionUs: completed > 0 ? total / completed : null,
+    mainThreadPct: main === null || total === 0 ? null : (main / total) * 100,
+  };
+}
+
 /** Per process of the contended counter: sections done in all, sections
  * done by the time the first process had finished all of its own (while
  * every process was still asking), and the wait from asking for the lock
@@ -299,7 +309,8 @@ async function contended() {
     const perSecond = (completed / wallMs) * 1000;
     const flow = sectionFlow(done);
     const fair = fairness(done);
-    out[name] = { expected, final, errors, lost, wallMs, perSecond, flow, fairness: fair, firstError: done.find((d) => d.firstError)?.firstError };
+    const cpu = cpuPerSection(done, completed);
+    out[name] = { expected, final, errors, lost, wallMs, perSecond, flow, cpu, fairness: fair, firstError: done.find((d) => d.firstError)?.firstError };
     rows.push([
       name,
       String(final),
@@ -310,13 +321,18 @@ async function contended() {
       fmtMs(flow.sectionMs),
       fmtMs(flow.gapMs),
       `${flow.sameProcessPct.toFixed(0)} %`,
+      cpu.perSectionUs === null ? "n/a" : fmtMs(cpu.perSectionUs / 1000),
+      cpu.mainThreadPct === null ? "-" : `${cpu.mainThreadPct.toFixed(0)} %`,
     ]);
     if (lost !== 0) failures.push(`(b) ${name}: ${lost} lost updates (counter ${final}, ${completed} sections completed)`);
     if (errors !== 0) failures.push(`(b) ${name}: ${errors} sections failed to get the lock (${JSON.stringify(out[name].firstError)})`);
   }
-  log(table(rows, ["", "counter", "lost", "errors", "wall", "sections/s", "section p50", "gap p50", "same process"]));
+  log(table(rows, ["", "counter", "lost", "errors", "wall", "sections/s", "section p50", "gap p50", "same process", "cpu/section", "main thread"]));
   log(`    section: read+write of the counter under the lock; gap: from the end of one section to the start of`);
-  log(`    the next (release, hand-over, acquisition); same process: the next section ran in the process that just released.`);
+  log(`    the next (release, hand-over, acquisition); same process: the next section ran in the process that just released;`);
+  log(`    cpu/section: the CPU time of all ${procs} processes (every thread) over the sections done, the section's own I/O`);
+  log(`    included; main thread: its share of it (the rest: libuv's pool, V8's threads, the lock's own threads).`);
+  log(`    With ${os.cpus().length} CPUs for ${procs} processes, sections/s cannot exceed ${os.cpus().length} s of CPU ÷ cpu/section.`);
   const ex = out.exactlock.perSecond;
   log(`    exactlock sections/s vs proper-lockfile ${ratio(ex, out["proper-lockfile"].perSecond)}, vs lockfile ${ratio(ex, out.lockfile.perSecond)}, vs ${SPIN} ${ratio(ex, out[SPIN].perSecond)}`);
   log(`    fairness, per process: sections done in all and by the time the first process had done all ${sections} of its own`);

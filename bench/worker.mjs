@@ -4,6 +4,7 @@
 //   hold LIB FILE SCENARIO         acquires and holds until "release" (or SIGKILL)
 //   idle LIB FILE COUNT WINDOW_MS PROBE_MS PROBE_FILE
 //                                  COUNT waiters in this process; CPU and readFile latency
+import { readFileSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { adapter, monoNs, percentile, sleep } from "./lib.mjs";
 
@@ -36,6 +37,7 @@ async function counter() {
   // time, and what each process paid waiting (asked → held).
   const stamps = [];
   const start = monoNs();
+  const cpuAtStart = cpuNow();
   for (let i = 0; i < sections; i++) {
     try {
       const askedAt = monoNs();
@@ -55,7 +57,32 @@ async function counter() {
       firstError ??= describe(error);
     }
   }
-  finish({ type: "done", errors, firstError, stamps, elapsedNs: String(monoNs() - start) });
+  const cpu = cpuNow();
+  finish({
+    type: "done",
+    errors,
+    firstError,
+    stamps,
+    elapsedNs: String(monoNs() - start),
+    cpuUs: cpu.processUs - cpuAtStart.processUs,
+    mainThreadUs: cpu.mainThreadUs === null || cpuAtStart.mainThreadUs === null ? null : cpu.mainThreadUs - cpuAtStart.mainThreadUs,
+  });
+}
+
+/**
+ * CPU time used so far, in µs: by the whole process (every thread, those
+ * that exited too: getrusage), and by its main thread alone (the
+ * scheduler's own count, /proc/self/task/<pid>/schedstat; null where
+ * there is none). The rest is the other threads': libuv's pool, V8's, the
+ * lock library's own.
+ */
+function cpuNow() {
+  const { user, system } = process.cpuUsage();
+  let mainThreadUs = null;
+  try {
+    mainThreadUs = Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, "utf8").split(" ")[0]) / 1000;
+  } catch {}
+  return { processUs: user + system, mainThreadUs };
 }
 
 async function waiter() {
