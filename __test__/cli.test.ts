@@ -416,6 +416,20 @@ describe("exactlock demo", () => {
     expect(summary.kills).toBeGreaterThan(0);
   }, 60_000);
 
+  it("ends at once, reporting it, when its workers fail before any section", async () => {
+    const preload = path.join(__dirname, "fixtures", "slow-start.cjs");
+    const env = { ...process.env, NODE_OPTIONS: `--require ${preload}`, EXIT_AT_START: "3" };
+    const started = Date.now();
+    const result = await runCli(["demo", "--seconds", "30", "--procs", "2", "--json"], 60_000, env);
+    const summary = JSON.parse(result.stdout);
+    // Neither the 30 s asked for nor the 60 s a start-up is given.
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(summary.sections).toBe(0);
+    expect(summary.workerErrors.join("\n")).toMatch(/exited unexpectedly \(status 3\)/);
+    expect(summary.ok).toBe(false);
+    expect(result.status).toBe(1);
+  }, 60_000);
+
   it("prints a readable summary", async () => {
     const result = await runCli(["demo", "--seconds", "2", "--procs", "2"], 60_000);
     expect(result.stdout).toMatch(/sections\s+\d+/);

@@ -92,12 +92,17 @@ class Arena {
   readonly errors: string[] = [];
   killDue = false;
   stopping = false;
-  /** Settles when a worker first reports entering its section: the contention has begun. */
-  readonly firstEntered: Promise<void>;
-  private markEntered: () => void = () => undefined;
+  /**
+   * Settles when a worker first reports entering its section (the
+   * contention has begun: `entered` is set) or an error is recorded first
+   * (it will not begin as it should: the demo reports what it has).
+   */
+  readonly begun: Promise<void>;
+  entered = false;
+  private markBegun: () => void = () => undefined;
 
   constructor() {
-    this.firstEntered = new Promise((resolve) => (this.markEntered = resolve));
+    this.begun = new Promise((resolve) => (this.markBegun = resolve));
     const initial: DemoState = { counter: 0, writtenBy: null };
     writeFileSync(this.file, JSON.stringify(initial));
   }
@@ -108,7 +113,7 @@ class Arena {
     });
     this.workers.add(worker);
     worker.on("message", (message: WorkerMessage) => this.onMessage(worker, message));
-    worker.on("error", (error) => this.errors.push(`worker: ${error.message}`));
+    worker.on("error", (error) => this.recordError(`worker: ${error.message}`));
     worker.once("exit", (code, signal) => {
       this.workers.delete(worker);
       if (this.stopping) return;
@@ -116,18 +121,24 @@ class Arena {
       // (its error is reported), and replacing it could loop.
       if (worker.pid !== undefined && this.killedAtUs.has(worker.pid)) this.spawnWorker();
       else if (!this.errors.some((error) => error.startsWith(`pid ${worker.pid}:`))) {
-        this.errors.push(`pid ${worker.pid}: exited unexpectedly (${signal ?? `status ${code}`})`);
+        this.recordError(`pid ${worker.pid}: exited unexpectedly (${signal ?? `status ${code}`})`);
       }
     });
   }
 
   private onMessage(worker: ChildProcess, message: WorkerMessage): void {
     if (message.type === "section") this.sections.push(message);
-    else if (message.type === "error") this.errors.push(`pid ${message.pid}: ${message.message}`);
+    else if (message.type === "error") this.recordError(`pid ${message.pid}: ${message.message}`);
     else if (message.type === "enter") {
-      this.markEntered();
+      this.entered = true;
+      this.markBegun();
       if (this.killDue && !this.stopping) this.kill(worker);
     }
+  }
+
+  recordError(error: string): void {
+    this.errors.push(error);
+    this.markBegun();
   }
 
   /** SIGKILLs a worker that just reported entering its section, its kill recorded first. */
@@ -257,13 +268,13 @@ const STARTUP_LIMIT_MS = 60_000;
  */
 async function contend(arena: Arena, options: DemoOptions, showProgress: boolean): Promise<void> {
   let startupTimer: NodeJS.Timeout | undefined;
-  const started = await Promise.race([
-    arena.firstEntered.then(() => true),
-    new Promise<false>((resolve) => (startupTimer = setTimeout(() => resolve(false), STARTUP_LIMIT_MS))),
-  ]);
+  await Promise.race([arena.begun, new Promise((resolve) => (startupTimer = setTimeout(resolve, STARTUP_LIMIT_MS)))]);
   clearTimeout(startupTimer);
-  if (!started) {
-    arena.errors.push(`no worker entered its section within ${STARTUP_LIMIT_MS / 1000} s of its start`);
+  if (!arena.entered) {
+    // A worker's error came first (it is reported), or nothing came at all.
+    if (arena.errors.length === 0) {
+      arena.recordError(`no worker entered its section within ${STARTUP_LIMIT_MS / 1000} s of its start`);
+    }
     return;
   }
   const start = Date.now();
