@@ -1106,7 +1106,9 @@ impl Attempts {
     fn attempt(&mut self) -> Result<Step, AcquireError> {
         let started = Instant::now();
         crate::sys::faults::pause("attempt", &self.lock_name);
+        crate::sys::trace::stamp("waiter: its attempt begins");
         let parent = self.make_parent()?;
+        crate::sys::trace::stamp("waiter: the parent pinned");
         let local =
             fastpath::needs_lesson(&self.parent_path).then(|| fastpath::is_local(parent.as_fd()));
         let step = self.attempt_at(parent);
@@ -1167,6 +1169,7 @@ impl Attempts {
         }
         release::retry_pending(&key);
         let record = self.record();
+        crate::sys::trace::stamp("waiter: its record made");
         // Woken by the holder's exit, the name almost surely still holds
         // its directory (a holder that released first freed the name, and
         // that woke us before its exit did): the judgement comes first, and

@@ -643,6 +643,7 @@ impl Staged {
         };
         crate::sys::faults::check("publish.rename")
             .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
+        crate::sys::trace::stamp("waiter: the staged record renewed");
         let outcome = rename::rename_held_no_replace_at(
             self.parent.as_fd(),
             &self.name,
@@ -651,6 +652,7 @@ impl Staged {
             lock_name,
         );
         if outcome.ok {
+            crate::sys::trace::stamp("waiter: renamed");
             let root = self.take_root().expect("published once");
             return Ok(StagedPublication::Published(Published { root, tree }));
         }

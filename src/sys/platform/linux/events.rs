@@ -110,6 +110,7 @@ pub fn sleep(
                 Err(_) => break sleep_without_watch(holder, wake, deadline, &mut signalled),
                 Ok(ready) => ready,
             };
+            crate::sys::trace::stamp("waiter: its sleep returns");
             let holder_exited = holder_at.is_some_and(|at| ready.extra & (1 << at) != 0);
             signalled = wake_at.is_some_and(|at| ready.extra & (1 << at) != 0);
             if holder_exited {
