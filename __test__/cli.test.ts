@@ -32,6 +32,16 @@ async function holder(file: string): Promise<Proc> {
 
 const node = process.execPath;
 
+/**
+ * NODE_OPTIONS that preload fixtures/slow-start.cjs into the demo's workers,
+ * after whatever options the run already has (the path quoted: it may hold
+ * spaces).
+ */
+function preloading(): string {
+  const preload = path.join(__dirname, "fixtures", "slow-start.cjs");
+  return `${process.env.NODE_OPTIONS ?? ""} --require "${preload}"`.trim();
+}
+
 describe("exactlock run", () => {
   it("exits with CMD's status (0 and 3) and leaves no lock behind", async () => {
     const file = path.join(dir, "state.json");
@@ -404,21 +414,26 @@ describe("exactlock demo", () => {
   }, 60_000);
 
   it("counts --seconds from the first section: workers that take 2.5 s to start still contend and are killed", async () => {
-    const preload = path.join(__dirname, "fixtures", "slow-start.cjs");
-    const env = { ...process.env, NODE_OPTIONS: `--require ${preload}`, SLOW_START_MS: "2500" };
+    const env = { ...process.env, NODE_OPTIONS: preloading(), SLOW_START_MS: "2500" };
     const started = Date.now();
-    const result = await runCli(["demo", "--seconds", "2", "--procs", "2", "--json"], 60_000, env);
+    const result = await runCli(["demo", "--seconds", "3", "--procs", "2", "--json"], 60_000, env);
     const summary = JSON.parse(result.stdout);
-    // The start-up was not counted, and then the 2 s were not skipped either.
-    expect(Date.now() - started).toBeGreaterThan(4_500);
-    expect(summary.workerErrors).toEqual([]);
+    // The start-up was not counted, and then the 3 s were not skipped either.
+    expect(Date.now() - started).toBeGreaterThan(5_500);
     expect(summary.sections).toBeGreaterThan(10);
     expect(summary.kills).toBeGreaterThan(0);
+    // A replacement that takes 2.5 s to start still leaves the lock reclaimed: a kill lands
+    // only while another worker runs, and never in the last half second.
+    if (PORTABLE && summary.lockLeftBehind) {
+      expect(summary.leftBehindReason).toMatch(/^legacy_empty_(fresh|aged)$/);
+      expect(summary).toMatchObject({ violations: 0, lostUpdates: 0, workerErrors: [] });
+    } else {
+      expect(summary).toMatchObject({ violations: 0, lostUpdates: 0, lockLeftBehind: false, workerErrors: [], ok: true });
+    }
   }, 60_000);
 
   it("ends at once, reporting it, when its workers fail before any section", async () => {
-    const preload = path.join(__dirname, "fixtures", "slow-start.cjs");
-    const env = { ...process.env, NODE_OPTIONS: `--require ${preload}`, EXIT_AT_START: "3" };
+    const env = { ...process.env, NODE_OPTIONS: preloading(), EXIT_AT_START: "3" };
     const started = Date.now();
     const result = await runCli(["demo", "--seconds", "30", "--procs", "2", "--json"], 60_000, env);
     const summary = JSON.parse(result.stdout);
@@ -426,6 +441,19 @@ describe("exactlock demo", () => {
     expect(Date.now() - started).toBeLessThan(20_000);
     expect(summary.sections).toBe(0);
     expect(summary.workerErrors.join("\n")).toMatch(/exited unexpectedly \(status 3\)/);
+    expect(summary.ok).toBe(false);
+    expect(result.status).toBe(1);
+  }, 60_000);
+
+  it("ends at once, reporting it, when every worker fails after sections ran", async () => {
+    const env = { ...process.env, NODE_OPTIONS: preloading(), EXIT_AFTER_MS: "1500" };
+    const started = Date.now();
+    const result = await runCli(["demo", "--seconds", "30", "--procs", "2", "--json"], 60_000, env);
+    const summary = JSON.parse(result.stdout);
+    // Not the rest of the 30 s with nobody left to contend.
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(summary.sections).toBeGreaterThan(0);
+    expect(summary.workerErrors.join("\n")).toMatch(/exited unexpectedly \(status 4\)/);
     expect(summary.ok).toBe(false);
     expect(result.status).toBe(1);
   }, 60_000);

@@ -90,8 +90,12 @@ class Arena {
   readonly sections: Section[] = [];
   readonly killedAtUs = new Map<number, number>();
   readonly errors: string[] = [];
+  /** A kill is asked for (set about once a second) and still allowed (before `killsUntil`). */
   killDue = false;
+  killsUntil = 0;
   stopping = false;
+  /** The workers that have entered a section: running, so one of them can reclaim a killed holder's lock. */
+  private readonly enteredWorkers = new WeakSet<ChildProcess>();
   /**
    * Settles when a worker first reports entering its section (the
    * contention has begun: `entered` is set) or an error is recorded first
@@ -100,9 +104,16 @@ class Arena {
   readonly begun: Promise<void>;
   entered = false;
   private markBegun: () => void = () => undefined;
+  /**
+   * Settles when the last worker has exited on its own (each failed: it is
+   * reported, and none is replaced): nothing is left to contend.
+   */
+  readonly deserted: Promise<void>;
+  private markDeserted: () => void = () => undefined;
 
   constructor() {
     this.begun = new Promise((resolve) => (this.markBegun = resolve));
+    this.deserted = new Promise((resolve) => (this.markDeserted = resolve));
     const initial: DemoState = { counter: 0, writtenBy: null };
     writeFileSync(this.file, JSON.stringify(initial));
   }
@@ -123,6 +134,7 @@ class Arena {
       else if (!this.errors.some((error) => error.startsWith(`pid ${worker.pid}:`))) {
         this.recordError(`pid ${worker.pid}: exited unexpectedly (${signal ?? `status ${code}`})`);
       }
+      if (this.workers.size === 0) this.markDeserted();
     });
   }
 
@@ -131,14 +143,29 @@ class Arena {
     else if (message.type === "error") this.recordError(`pid ${message.pid}: ${message.message}`);
     else if (message.type === "enter") {
       this.entered = true;
+      this.enteredWorkers.add(worker);
       this.markBegun();
-      if (this.killDue && !this.stopping) this.kill(worker);
+      if (this.killDue && !this.stopping && Date.now() < this.killsUntil && this.anotherRunning(worker)) this.kill(worker);
     }
   }
 
   recordError(error: string): void {
     this.errors.push(error);
     this.markBegun();
+  }
+
+  /**
+   * Whether a worker other than `worker`, not killed, has entered a section:
+   * it will reclaim `worker`'s lock if `worker` is killed. Replacements can
+   * take seconds to start (an emulator); killing the only running worker
+   * would leave the lock to them, and to nobody if the demo ends first.
+   */
+  private anotherRunning(worker: ChildProcess): boolean {
+    for (const other of this.workers) {
+      const killed = other.pid !== undefined && this.killedAtUs.has(other.pid);
+      if (other !== worker && !killed && this.enteredWorkers.has(other)) return true;
+    }
+    return false;
   }
 
   /** SIGKILLs a worker that just reported entering its section, its kill recorded first. */
@@ -281,12 +308,15 @@ async function contend(arena: Arena, options: DemoOptions, showProgress: boolean
   // No kill in the last half second: a holder killed as the demo stops would leave its lock
   // for an acquirer that never comes (the demo stops replacing workers), not for the demo's
   // waiters to reclaim, and the final check would count it as left behind.
-  const killsUntil = start + options.seconds * 1000 - 500;
-  const killTimer = setInterval(() => (arena.killDue = Date.now() < killsUntil), 1_000);
+  arena.killsUntil = start + options.seconds * 1000 - 500;
+  const killTimer = setInterval(() => (arena.killDue = Date.now() < arena.killsUntil), 1_000);
   const progressTimer = showProgress
     ? setInterval(() => process.stdout.write(progressLine(arena, Date.now() - start, options)), 200)
     : undefined;
-  await new Promise((resolve) => setTimeout(resolve, options.seconds * 1000));
+  // Every worker failing ends it early: their errors are the result.
+  let runTimer: NodeJS.Timeout | undefined;
+  await Promise.race([arena.deserted, new Promise((resolve) => (runTimer = setTimeout(resolve, options.seconds * 1000)))]);
+  clearTimeout(runTimer);
   clearInterval(killTimer);
   arena.killDue = false;
   if (progressTimer) clearInterval(progressTimer);
