@@ -132,16 +132,12 @@ async function handoffs(file, traced) {
 }
 
 /**
- * The waiter's own steps from the name freed to its publication, each from
- * the one before (the rows above, cut finer): its sleep returns (the
- * kernel's wake-up), it is woken (its subscription read, the elders looked
- * at), its attempt begins, the parent is pinned again by path, its record
- * is made, the staged record renewed and checked, the rename, and the lock
- * recorded as held. A step the hand-off did not pass is left out.
+ * The waiter's own steps from the name freed to its publication, in order
+ * (a function, not a top-level constant: main() runs before the module's
+ * later declarations).
  */
-function waiterSteps(trace, freed, published) {
-  // (Here, not at the top level: main() runs before the module's later declarations.)
-  const WAITER_STEPS = [
+function waiterStepNames() {
+  return [
     "waiter: its sleep returns",
     "waiter: woken",
     "waiter: its attempt begins",
@@ -151,15 +147,57 @@ function waiterSteps(trace, freed, published) {
     "waiter: renamed",
     "waiter: published",
   ];
+}
+
+/**
+ * The rows above, cut finer, each from the one before: its sleep returns
+ * (the kernel's wake-up), it is woken (its subscription read, the elders
+ * looked at), its attempt begins, the parent is pinned again by path, its
+ * record is made, the staged record renewed and checked, the rename, and
+ * the lock recorded as held. A step the hand-off did not pass is left out.
+ * Each step's last stamp is used: a waiter that lost a race and slept again
+ * counts its earlier tries in the first row.
+ */
+function waiterSteps(trace, freed, published) {
   const rows = {};
   let before = ["the name freed", freed];
-  for (const step of WAITER_STEPS) {
+  for (const step of waiterStepNames()) {
     const at = trace.filter((s) => s.step === step && BigInt(s.ns) <= published && BigInt(s.ns) >= before[1]).map((s) => BigInt(s.ns)).pop();
     if (at === undefined) continue;
-    rows[`  ${before[0].replace("waiter: ", "")} → ${step.replace("waiter: ", "")}`] = at - before[1];
+    rows[`${subRow()}${short(before[0])} → ${short(step)}`] = at - before[1];
     before = [step, at];
   }
   return rows;
+}
+
+/** The indent that marks a finer row (a function: see waiterStepNames). */
+function subRow() {
+  return "  ";
+}
+function short(step) {
+  return step.replace("waiter: ", "");
+}
+
+/**
+ * Every step any hand-off passed, in the hand-off's order: the rows every
+ * traced hand-off has, with the waiter's finer steps under "the waiter woken
+ * → published", ordered by where they end (then where they begin), however
+ * late a hand-off first passed them.
+ */
+function stepOrder(rows) {
+  const names = waiterStepNames().map(short);
+  const main = Object.keys(rows[0]).filter((key) => !key.startsWith(subRow()));
+  const under = main.indexOf("the waiter woken → published");
+  const rank = (key) => {
+    if (!key.startsWith(subRow())) return [main.indexOf(key) + (main.indexOf(key) > under ? 1 : 0), 0, 0];
+    const [from, to] = key.slice(subRow().length).split(" → ");
+    return [under + 1, names.indexOf(to), names.indexOf(from)];
+  };
+  const keys = [...new Set(rows.flatMap((row) => Object.keys(row)))];
+  return keys.sort((a, b) => {
+    const [x, y] = [rank(a), rank(b)];
+    return x[0] - y[0] || x[1] - y[1] || x[2] - y[2];
+  });
 }
 
 function quantile(values, q) {
@@ -181,11 +219,10 @@ async function main() {
   const file = path.join(dir, "state.json");
   try {
     console.log(`exactlock hand-off breakdown: ${HANDOFFS} hand-offs, holder keeps the lock 30-70 ms after the waiter asked`);
-    console.log(`  node ${process.version}, ${os.cpus().length} CPUs, loadavg ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}, ${dir}`);
+    console.log(`  node ${process.version}, ${os.availableParallelism()} CPUs, loadavg ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}, ${dir}`);
     const { rows: traced, wokenAfterReleaser } = await handoffs(file, true);
     const { rows: plain } = await handoffs(file, false);
-    // Every step any hand-off passed, in the order of the first that passed it.
-    const steps = [...new Set(traced.flatMap((row) => Object.keys(row)))];
+    const steps = stepOrder(traced);
     const width = Math.max(...steps.map((s) => s.length));
     console.log(`  ${"step".padEnd(width)}        p50        p90`);
     for (const step of steps) {

@@ -332,7 +332,7 @@ async function contended() {
   log(`    the next (release, hand-over, acquisition); same process: the next section ran in the process that just released;`);
   log(`    cpu/section: the CPU time of all ${procs} processes (every thread) over the sections done, the section's own I/O`);
   log(`    included; main thread: its share of it (the rest: libuv's pool, V8's threads, the lock's own threads).`);
-  log(`    With ${os.cpus().length} CPUs for ${procs} processes, sections/s cannot exceed ${os.cpus().length} s of CPU ÷ cpu/section.`);
+  log(`    With ${os.availableParallelism()} CPUs for ${procs} processes, sections/s cannot exceed ${os.availableParallelism()} s of CPU ÷ cpu/section.`);
   const ex = out.exactlock.perSecond;
   log(`    exactlock sections/s vs proper-lockfile ${ratio(ex, out["proper-lockfile"].perSecond)}, vs lockfile ${ratio(ex, out.lockfile.perSecond)}, vs ${SPIN} ${ratio(ex, out[SPIN].perSecond)}`);
   log(`    fairness, per process: sections done in all and by the time the first process had done all ${sections} of its own`);
