@@ -15,7 +15,13 @@
 //   JavaScript runs on it      → onAcquired runs                 (the facade: the release made, onAcquired called)
 //
 // Prints the p50 and p90 of each step and of the whole, then the same hand-off measured without
-// tracing (a second child, the switch off) for comparison. Timing is noisy on shared machines: read
+// tracing (a second child, the switch off) for comparison.
+//
+// With --crash, the holder is a child that is SIGKILLed instead (`npm run bench:handoff --
+// --crash [--handoffs N]`, N crashes for each kind of waiter): from the kill to the waiter's last wake-up (the kernel's teardown of the holder),
+// to its publication (the judgement, the exchange, the exact removal), and on to onAcquired, for
+// a fresh waiter process per crash (as the bench's (d) runs it: its first acquisition, its
+// JavaScript compiled on first use) and for one waiter that has acquired before. Timing is noisy on shared machines: read
 // the p50s, and compare runs made on the same machine.
 import { fork } from "node:child_process";
 import * as fs from "node:fs";
@@ -28,6 +34,7 @@ const dist = path.join(here, "..", "dist");
 const argv = process.argv.slice(2);
 const handoffsAt = argv.indexOf("--handoffs");
 const HANDOFFS = handoffsAt >= 0 ? Number(argv[handoffsAt + 1]) : 50;
+const CRASH = argv.includes("--crash");
 const role = process.env.EXACTLOCK_HANDOFF_ROLE;
 
 const { acquireLock } = await import(path.join(dist, "index.js"));
@@ -35,7 +42,11 @@ const { native } = await import(path.join(dist, "native.js"));
 const now = () => process.hrtime.bigint();
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-if (role === "waiter") {
+if (role === "holder") {
+  await acquireLock(process.env.EXACTLOCK_HANDOFF_FILE);
+  process.send({ type: "held" });
+  setInterval(() => undefined, 1 << 30);
+} else if (role === "waiter") {
   const file = process.env.EXACTLOCK_HANDOFF_FILE;
   // When the native promise's first continuation runs on this thread: the
   // facade's await sees it one microtask later.
@@ -62,8 +73,8 @@ if (role === "waiter") {
   await main();
 }
 
-function child(file, traced) {
-  const env = { ...process.env, EXACTLOCK_HANDOFF_ROLE: "waiter", EXACTLOCK_HANDOFF_FILE: file };
+function child(file, traced, childRole = "waiter") {
+  const env = { ...process.env, EXACTLOCK_HANDOFF_ROLE: childRole, EXACTLOCK_HANDOFF_FILE: file };
   if (traced) env.EXACTLOCK_TRACE = "handoff";
   else delete env.EXACTLOCK_TRACE;
   const proc = fork(fileURLToPath(import.meta.url), [], { env, stdio: ["ignore", "inherit", "inherit", "ipc"] });
@@ -126,9 +137,56 @@ async function handoffs(file, traced) {
       total: onAcquired - releasedAt,
     });
   }
-  waiter.proc.send("exit");
-  await new Promise((resolve) => waiter.proc.on("exit", resolve));
+  await stopChild(waiter);
   return { rows, wokenAfterReleaser };
+}
+
+/**
+ * SIGKILLs a holder child while a traced waiter waits, `CRASHES` times; a
+ * fresh waiter process for each when `fresh`, else one for all.
+ */
+async function crashes(file, fresh) {
+  const rows = [];
+  let waiter;
+  for (let i = 0; i < HANDOFFS; i++) {
+    const holder = child(file, false, "holder");
+    await holder.next();
+    if (fresh || !waiter) {
+      if (waiter) await stopChild(waiter);
+      waiter = child(file, true);
+      await waiter.next();
+    }
+    waiter.proc.send("go");
+    await waiter.next();
+    await sleep(30 + Math.random() * 20);
+    const killedAt = now();
+    holder.proc.kill("SIGKILL");
+    const got = await waiter.next();
+    await new Promise((resolve) => (holder.proc.exitCode ?? holder.proc.signalCode ? resolve() : holder.proc.on("exit", resolve)));
+    const published = stampOf(got.trace, "waiter: published");
+    const woke = stampOf(got.trace, "waiter: its sleep returns", Number(published));
+    const resolved = stampOf(got.trace, "waiter: the promise resolved from its thread");
+    const taken = stampOf(got.trace, "waiter: the JavaScript thread takes the result");
+    const continued = BigInt(got.continuedAt);
+    const onAcquired = BigInt(got.onAcquiredAt);
+    rows.push({
+      "SIGKILL → the waiter's last wake-up": woke - killedAt,
+      "the last wake-up → published": published - woke,
+      "published → the promise resolved": resolved - published,
+      "the promise resolved → the JavaScript thread takes it": taken - resolved,
+      "the JavaScript thread takes it → JavaScript runs on it": continued - taken,
+      "JavaScript runs on it → onAcquired runs": onAcquired - continued,
+      "the last wake-up → onAcquired runs": onAcquired - woke,
+      total: onAcquired - killedAt,
+    });
+  }
+  await stopChild(waiter);
+  return rows;
+}
+
+async function stopChild(proc) {
+  proc.proc.send("exit");
+  await new Promise((resolve) => proc.proc.on("exit", resolve));
 }
 
 /**
@@ -218,6 +276,7 @@ async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "exactlock-handoff-"));
   const file = path.join(dir, "state.json");
   try {
+    if (CRASH) return printCrashes(file);
     console.log(`exactlock hand-off breakdown: ${HANDOFFS} hand-offs, holder keeps the lock 30-70 ms after the waiter asked`);
     console.log(`  node ${process.version}, ${os.availableParallelism()} CPUs, loadavg ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}, ${dir}`);
     const { rows: traced, wokenAfterReleaser } = await handoffs(file, true);
@@ -235,5 +294,21 @@ async function main() {
     console.log(`  ${"total, tracing off".padEnd(width)}  ${us(quantile(totals, 0.5))}  ${us(quantile(totals, 0.9))}`);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function printCrashes(file) {
+  console.log(`exactlock crash recovery breakdown: ${HANDOFFS} SIGKILLed holders, the waiter waiting 30-50 ms first`);
+  console.log(`  node ${process.version}, ${os.availableParallelism()} CPUs, loadavg ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}, ${path.dirname(file)}`);
+  for (const [title, fresh] of [["a fresh waiter process per crash (as the bench's (d))", true], ["one waiter process for every crash", false]]) {
+    const rows = await crashes(file, fresh);
+    const steps = Object.keys(rows[0]);
+    const width = Math.max(...steps.map((s) => s.length));
+    console.log(`  ${title}`);
+    console.log(`  ${"step".padEnd(width)}        p50        p90`);
+    for (const step of steps) {
+      const values = rows.map((row) => row[step]);
+      console.log(`  ${step.padEnd(width)}  ${us(quantile(values, 0.5))}  ${us(quantile(values, 0.9))}`);
+    }
   }
 }
