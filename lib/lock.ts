@@ -3,7 +3,7 @@
  * native core, shape its answer. Read top to bottom, one step per function.
  */
 import type * as Binding from "../native/index.js";
-import { holdsSettledBeforeNow, locksHeldByChain, runHoldingSync, startHolding } from "./chain.js";
+import { holdsSettledBeforeNow, locksHeldByChain, prepareChain, runHoldingSync, startHolding } from "./chain.js";
 import { native } from "./native.js";
 import {
   argumentError,
@@ -686,6 +686,7 @@ export async function withFileLock<T>(
   options?: FileLockOptions,
 ): Promise<Awaited<T>> {
   validateFunction(fn, "fn");
+  prepareChain();
   const { release, generation, lockPath } = await acquire(filePath, options);
   const lock = heldFileLock(lockPath, release);
   let result: Awaited<T>;
@@ -802,6 +803,7 @@ export function withFileLockSync<T>(filePath: string | URL, fn: (lock: HeldFileL
       "fn is an async function: withFileLockSync releases the lock when fn returns, before what it awaits runs; use withFileLock",
     );
   }
+  prepareChain();
   const { release, generation, lockPath } = acquireSync(filePath, options);
   const lock = heldFileLock(lockPath, release);
   let result: T;
