@@ -105,15 +105,16 @@ function turnOffIfIdle(): void {
 let prepared = false;
 
 /**
- * Called before a `withFileLock`'s acquisition. The first `run()` of a store
+ * Called before a `withFileLock`'s (or `withFileLockSync`'s) acquisition. The first `run()` of a store
  * built on async_hooks sets up Node's hook machinery, its functions compiled
  * on their first call: about 1.3 ms on Node 20, once per process, which
  * would be spent holding the first lock (a fresh process's empty
- * `withFileLock` held its lock 1.6–2.2 ms, `acquireLock`'s 0.5–0.7). So the
+ * `withFileLock` held its lock 1.5–2.2 ms, `acquireLock`'s 0.5–0.7). So the
  * first time, the store is turned on here, around nothing, and left as
  * {@link leave} leaves it: off once the microtask queue drains with no
  * function running (the acquisition's own promises meanwhile set up the
- * rest of the hooks). The same work, done before the lock is taken.
+ * rest of the hooks). The same work, done before the lock is taken; the
+ * store turned on again inside the hold then costs tens of µs.
  */
 export function prepareChain(): void {
   if (prepared || !hooksCostTheProcess) return;
