@@ -13,6 +13,8 @@ export interface DemoState {
 
 /** Messages a worker sends to the demo. */
 export type WorkerMessage =
+  /** Its runtime has started and it is about to ask for the lock (waiting, it would reclaim a killed holder's). */
+  | { type: "ready"; pid: number }
   | { type: "enter"; pid: number }
   | {
       type: "section";

@@ -83,6 +83,7 @@ async function main(): Promise<void> {
     if (message === "stop") stopNow();
   });
   process.on("disconnect", stopNow);
+  send({ type: "ready", pid: process.pid });
   while (!stop.signal.aborted) {
     let release;
     try {

@@ -94,8 +94,8 @@ class Arena {
   killDue = false;
   killsUntil = 0;
   stopping = false;
-  /** The workers that have entered a section: running, so one of them can reclaim a killed holder's lock. */
-  private readonly enteredWorkers = new WeakSet<ChildProcess>();
+  /** The workers whose runtime has started: asking for the lock, so one of them can reclaim a killed holder's. */
+  private readonly startedWorkers = new WeakSet<ChildProcess>();
   /**
    * Settles when a worker first reports entering its section (the
    * contention has begun: `entered` is set) or an error is recorded first
@@ -139,11 +139,11 @@ class Arena {
   }
 
   private onMessage(worker: ChildProcess, message: WorkerMessage): void {
-    if (message.type === "section") this.sections.push(message);
+    if (message.type === "ready") this.startedWorkers.add(worker);
+    else if (message.type === "section") this.sections.push(message);
     else if (message.type === "error") this.recordError(`pid ${message.pid}: ${message.message}`);
     else if (message.type === "enter") {
       this.entered = true;
-      this.enteredWorkers.add(worker);
       this.markBegun();
       if (this.killDue && !this.stopping && Date.now() < this.killsUntil && this.anotherRunning(worker)) this.kill(worker);
     }
@@ -155,15 +155,18 @@ class Arena {
   }
 
   /**
-   * Whether a worker other than `worker`, not killed, has entered a section:
-   * it will reclaim `worker`'s lock if `worker` is killed. Replacements can
-   * take seconds to start (an emulator); killing the only running worker
-   * would leave the lock to them, and to nobody if the demo ends first.
+   * Whether a worker other than `worker`, not killed, has started: it is
+   * asking for the lock, and will reclaim `worker`'s if `worker` is killed.
+   * Replacements can take seconds to start (an emulator); killing the only
+   * started worker would leave the lock to them, and to nobody if the demo
+   * ends first. (Started, not entered: where waiters are woken by their
+   * timer only, the portable build, a releaser can keep the lock for
+   * seconds while the others ask.)
    */
   private anotherRunning(worker: ChildProcess): boolean {
     for (const other of this.workers) {
       const killed = other.pid !== undefined && this.killedAtUs.has(other.pid);
-      if (other !== worker && !killed && this.enteredWorkers.has(other)) return true;
+      if (other !== worker && !killed && this.startedWorkers.has(other)) return true;
     }
     return false;
   }
