@@ -42,38 +42,6 @@ const { native } = await import(path.join(dist, "native.js"));
 const now = () => process.hrtime.bigint();
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-if (role === "holder") {
-  await acquireLock(process.env.EXACTLOCK_HANDOFF_FILE);
-  process.send({ type: "held" });
-  // Held until it is killed, or its parent goes.
-  const keepAlive = setInterval(() => undefined, 1 << 30);
-  process.on("disconnect", () => clearInterval(keepAlive));
-} else if (role === "waiter") {
-  const file = process.env.EXACTLOCK_HANDOFF_FILE;
-  // When the native promise's first continuation runs on this thread: the
-  // facade's await sees it one microtask later.
-  let continuedAt = 0n;
-  const acquireLockNative = native.acquireLockNative;
-  native.acquireLockNative = (...args) =>
-    acquireLockNative(...args).then((result) => {
-      continuedAt = now();
-      return result;
-    });
-  process.on("message", async (message) => {
-    if (message === "exit") process.exit(0);
-    native.takeTraceForTesting();
-    let onAcquiredAt = 0n;
-    const acquiring = acquireLock(file, { onAcquired: () => void (onAcquiredAt = now()) });
-    process.send({ type: "waiting" });
-    const release = await acquiring;
-    const trace = native.takeTraceForTesting();
-    await release();
-    process.send({ type: "acquired", onAcquiredAt: String(onAcquiredAt), continuedAt: String(continuedAt), trace });
-  });
-  process.send({ type: "ready" });
-} else {
-  await main();
-}
 
 function child(file, traced, childRole = "waiter") {
   const env = { ...process.env, EXACTLOCK_HANDOFF_ROLE: childRole, EXACTLOCK_HANDOFF_FILE: file };
@@ -156,7 +124,7 @@ async function handoffs(file, traced) {
 }
 
 /**
- * SIGKILLs a holder child while a traced waiter waits, `CRASHES` times; a
+ * SIGKILLs a holder child while a traced waiter waits, `HANDOFFS` times; a
  * fresh waiter process for each when `fresh`, else one for all.
  */
 async function crashes(file, fresh) {
@@ -218,23 +186,17 @@ async function stopChild(child) {
   await child.exit;
 }
 
-/**
- * The waiter's own steps from the name freed to its publication, in order
- * (a function, not a top-level constant: main() runs before the module's
- * later declarations).
- */
-function waiterStepNames() {
-  return [
-    "waiter: its sleep returns",
-    "waiter: woken",
-    "waiter: its attempt begins",
-    "waiter: the parent pinned",
-    "waiter: its record made",
-    "waiter: the staged record renewed",
-    "waiter: renamed",
-    "waiter: published",
-  ];
-}
+/** The waiter's own steps from the name freed to its publication, in order. */
+const WAITER_STEPS = [
+  "waiter: its sleep returns",
+  "waiter: woken",
+  "waiter: its attempt begins",
+  "waiter: the parent pinned",
+  "waiter: its record made",
+  "waiter: the staged record renewed",
+  "waiter: renamed",
+  "waiter: published",
+];
 
 /**
  * The rows above, cut finer, each from the one before: its sleep returns
@@ -248,19 +210,17 @@ function waiterStepNames() {
 function waiterSteps(trace, freed, published) {
   const rows = {};
   let before = ["the name freed", freed];
-  for (const step of waiterStepNames()) {
+  for (const step of WAITER_STEPS) {
     const at = trace.filter((s) => s.step === step && BigInt(s.ns) <= published && BigInt(s.ns) >= before[1]).map((s) => BigInt(s.ns)).pop();
     if (at === undefined) continue;
-    rows[`${subRow()}${short(before[0])} → ${short(step)}`] = at - before[1];
+    rows[`${SUB_ROW}${short(before[0])} → ${short(step)}`] = at - before[1];
     before = [step, at];
   }
   return rows;
 }
 
-/** The indent that marks a finer row (a function: see waiterStepNames). */
-function subRow() {
-  return "  ";
-}
+/** The indent that marks a finer row. */
+const SUB_ROW = "  ";
 function short(step) {
   return step.replace("waiter: ", "");
 }
@@ -272,12 +232,12 @@ function short(step) {
  * late a hand-off first passed them.
  */
 function stepOrder(rows) {
-  const names = waiterStepNames().map(short);
-  const main = Object.keys(rows[0]).filter((key) => !key.startsWith(subRow()));
+  const names = WAITER_STEPS.map(short);
+  const main = Object.keys(rows[0]).filter((key) => !key.startsWith(SUB_ROW));
   const under = main.indexOf("the waiter woken → published");
   const rank = (key) => {
-    if (!key.startsWith(subRow())) return [main.indexOf(key) + (main.indexOf(key) > under ? 1 : 0), 0, 0];
-    const [from, to] = key.slice(subRow().length).split(" → ");
+    if (!key.startsWith(SUB_ROW)) return [main.indexOf(key) + (main.indexOf(key) > under ? 1 : 0), 0, 0];
+    const [from, to] = key.slice(SUB_ROW.length).split(" → ");
     return [under + 1, names.indexOf(to), names.indexOf(from)];
   };
   const keys = [...new Set(rows.flatMap((row) => Object.keys(row)))];
@@ -285,6 +245,17 @@ function stepOrder(rows) {
     const [x, y] = [rank(a), rank(b)];
     return x[0] - y[0] || x[1] - y[1] || x[2] - y[2];
   });
+}
+
+/** Prints each step's p50 and p90 over the rows that have it; answers the width of its first column. */
+function printSteps(rows, steps) {
+  const width = Math.max(...steps.map((s) => s.length));
+  console.log(`  ${"step".padEnd(width)}        p50        p90`);
+  for (const step of steps) {
+    const values = rows.map((row) => row[step]).filter((value) => value !== undefined);
+    console.log(`  ${step.padEnd(width)}  ${us(quantile(values, 0.5))}  ${us(quantile(values, 0.9))}`);
+  }
+  return width;
 }
 
 function quantile(values, q) {
@@ -310,13 +281,7 @@ async function main() {
     console.log(`  node ${process.version}, ${os.availableParallelism()} CPUs, loadavg ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}, ${dir}`);
     const { rows: traced, wokenAfterReleaser } = await handoffs(file, true);
     const { rows: plain } = await handoffs(file, false);
-    const steps = stepOrder(traced);
-    const width = Math.max(...steps.map((s) => s.length));
-    console.log(`  ${"step".padEnd(width)}        p50        p90`);
-    for (const step of steps) {
-      const values = traced.map((row) => row[step]).filter((value) => value !== undefined);
-      console.log(`  ${step.padEnd(width)}  ${us(quantile(values, 0.5))}  ${us(quantile(values, 0.9))}`);
-    }
+    const width = printSteps(traced, stepOrder(traced));
     console.log(`  (the indented rows cut "the name freed → … published" finer, each from the one before)`);
     console.log(`  the waiter's thread ran only after the releaser's release() resolved: ${wokenAfterReleaser} of ${traced.length}`);
     const totals = plain.map((row) => row.total);
@@ -341,14 +306,42 @@ async function printCrashes(file) {
       console.log(`    no crash measured: the waiter never slept on its watch after the kill (${unmeasured} of ${HANDOFFS})`);
       continue;
     }
-    const steps = Object.keys(rows[0]);
-    const width = Math.max(...steps.map((s) => s.length));
-    console.log(`  ${"step".padEnd(width)}        p50        p90`);
-    for (const step of steps) {
-      const values = rows.map((row) => row[step]);
-      console.log(`  ${step.padEnd(width)}  ${us(quantile(values, 0.5))}  ${us(quantile(values, 0.9))}`);
-    }
+    printSteps(rows, Object.keys(rows[0]));
     console.log(`  the waiter woke after the kill, found the holder still there and slept again: ${wokeEarly} of ${rows.length}`);
     if (unmeasured > 0) console.log(`  not measured (no wake-up by its watch after the kill): ${unmeasured}`);
   }
+}
+
+// The role last: every declaration above is initialized by then.
+if (role === "holder") {
+  await acquireLock(process.env.EXACTLOCK_HANDOFF_FILE);
+  process.send({ type: "held" });
+  // Held until it is killed, or its parent goes.
+  const keepAlive = setInterval(() => undefined, 1 << 30);
+  process.on("disconnect", () => clearInterval(keepAlive));
+} else if (role === "waiter") {
+  const file = process.env.EXACTLOCK_HANDOFF_FILE;
+  // When the native promise's first continuation runs on this thread: the
+  // facade's await sees it one microtask later.
+  let continuedAt = 0n;
+  const acquireLockNative = native.acquireLockNative;
+  native.acquireLockNative = (...args) =>
+    acquireLockNative(...args).then((result) => {
+      continuedAt = now();
+      return result;
+    });
+  process.on("message", async (message) => {
+    if (message === "exit") process.exit(0);
+    native.takeTraceForTesting();
+    let onAcquiredAt = 0n;
+    const acquiring = acquireLock(file, { onAcquired: () => void (onAcquiredAt = now()) });
+    process.send({ type: "waiting" });
+    const release = await acquiring;
+    const trace = native.takeTraceForTesting();
+    await release();
+    process.send({ type: "acquired", onAcquiredAt: String(onAcquiredAt), continuedAt: String(continuedAt), trace });
+  });
+  process.send({ type: "ready" });
+} else {
+  await main();
 }

@@ -105,8 +105,9 @@ function turnOffIfIdle(): void {
 let prepared = false;
 
 /**
- * Called before a `withFileLock`'s (or `withFileLockSync`'s) acquisition. The first `run()` of a store
- * built on async_hooks sets up Node's hook machinery, its functions compiled
+ * Called before a `withFileLock`'s (or `withFileLockSync`'s) acquisition.
+ * The first `run()` of a store built on async_hooks sets up Node's hook
+ * machinery, its functions compiled
  * on their first call: about 1.3 ms on Node 20, once per process, which
  * would be spent holding the first lock (a fresh process's empty
  * `withFileLock` held its lock 1.5–2.2 ms, `acquireLock`'s 0.5–0.7). So the
