@@ -134,8 +134,9 @@ export function prepareChain(): void {
  * `then` runs holding it), and the `leave` the caller must call once that
  * promise settled. Not async: the caller awaits `fn`'s promise itself, so
  * the release follows `fn` with no extra turn of the microtask queue.
+ * Compiled as the module loads, not with a lock held (see ./lock.ts).
  */
-export function startHolding<T>(generation: string, fn: () => T | PromiseLike<T>): { settled: Promise<Awaited<T>>; leave: () => void } {
+export const startHolding = (function startHolding<T>(generation: string, fn: () => T | PromiseLike<T>): { settled: Promise<Awaited<T>>; leave: () => void } {
   const hold: Hold = { generation, live: true, returned: false };
   const chain = [...liveHolds(), hold];
   running += 1;
@@ -157,7 +158,7 @@ export function startHolding<T>(generation: string, fn: () => T | PromiseLike<T>
     end();
     throw error;
   }
-}
+});
 
 /** {@link startHolding} for a synchronous `fn`, run and left at once. */
 export function runHoldingSync<T>(generation: string, fn: () => T): T {

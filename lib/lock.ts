@@ -1,6 +1,16 @@
 /**
  * acquireLock / withFileLock: validate, wire the AbortSignal, call the
  * native core, shape its answer. Read top to bottom, one step per function.
+ *
+ * The functions a lock passes through between its taking and its caller's
+ * code (`settleContended`, `makeRelease`, `equipRelease`, `runOnAcquired`,
+ * `heldFileLock`; `startHolding` in ./chain.ts) are written as
+ * parenthesized function expressions: V8 compiles those when the module
+ * loads, where it compiles a plain declaration at its first call. A
+ * process pays the same either way; this way it pays before it holds
+ * anything, not with its first lock held and its waiters waiting (about
+ * 110 µs of a fresh waiter's crash recovery: bench/RESULTS.md, twelfth
+ * round).
  */
 import type * as Binding from "../native/index.js";
 import { holdsSettledBeforeNow, locksHeldByChain, prepareChain, runHoldingSync, startHolding } from "./chain.js";
@@ -169,7 +179,7 @@ interface Thrown {
  * first. A budget spent on a holder it was never told about tells it now;
  * a throw wins over any outcome (a lock won meanwhile is given back).
  */
-function settleContended(
+const settleContended = (function settleContended(
   result: Binding.AcquireResult,
   contended: ((holder: Binding.HolderInfo) => void) | undefined,
   thrown: Thrown,
@@ -183,7 +193,7 @@ function settleContended(
   // for reaches its caller without one more turn of the microtask queue.
   if (thrown.contended === undefined) return undefined;
   return giveBackAndThrow(result, thrown.contended, inline);
-}
+});
 
 /** A lock won while `onContended` threw goes back; then the throw is the outcome. */
 async function giveBackAndThrow(result: Binding.AcquireResult, error: unknown, inline: boolean): Promise<never> {
@@ -323,7 +333,7 @@ const SYNC_RELEASE = releasePrototype(DISPOSE_KEYS, (release, equipped) => () =>
  * from `equipped`, which the function itself keeps up: it stops the loss
  * watch first and notes its first call.
  */
-function equipRelease<R extends () => unknown>(
+const equipRelease = (function equipRelease<R extends () => unknown>(
   release: R,
   equipped: Equipped,
   prototype: object,
@@ -331,7 +341,7 @@ function equipRelease<R extends () => unknown>(
   Object.setPrototypeOf(release, prototype);
   EQUIPPED.set(release, equipped);
   return release as R & { readonly signal: AbortSignal };
-}
+});
 
 /** The error a lost lock is reported with: removed, or replaced (by whom when known). */
 function lossError(loss: Binding.LockLoss): FileLockError {
@@ -405,7 +415,7 @@ class LossListeners {
   }
 }
 
-function makeRelease(
+const makeRelease = (function makeRelease(
   generation: string,
   lockPath: string,
   inline: boolean,
@@ -437,7 +447,7 @@ function makeRelease(
     return inflight;
   };
   return equipRelease(release, equipped, ASYNC_RELEASE) as LockRelease;
-}
+});
 
 /** Releases: a first attempt on this thread when `inline`, the retries off it. */
 async function releaseGeneration(generation: string, lockPath: string, inline: boolean): Promise<void> {
@@ -509,14 +519,14 @@ export interface HeldFileLock {
   readonly signal: AbortSignal;
 }
 
-function heldFileLock(lockPath: string, release: { readonly signal: AbortSignal }): HeldFileLock {
+const heldFileLock = (function heldFileLock(lockPath: string, release: { readonly signal: AbortSignal }): HeldFileLock {
   return Object.freeze({
     lockPath,
     get signal() {
       return release.signal;
     },
   });
-}
+});
 
 /** {@link acquireLock}, also naming the generation won and the lock's path. */
 async function acquire(
@@ -661,7 +671,7 @@ async function waitForLock(
 /** The later upstream name of {@link acquireLock}. */
 export const acquireFileLock = acquireLock;
 
-async function runOnAcquired(onAcquired: () => void, release: LockRelease): Promise<void> {
+const runOnAcquired = (async function runOnAcquired(onAcquired: () => void, release: LockRelease): Promise<void> {
   try {
     onAcquired();
   } catch (error) {
@@ -672,7 +682,7 @@ async function runOnAcquired(onAcquired: () => void, release: LockRelease): Prom
     }
     throw error;
   }
-}
+});
 
 /**
  * Runs `fn` while holding the lock for `filePath`, and releases it whether
