@@ -430,6 +430,7 @@ describe("exactlock demo", () => {
     expect(Date.now() - started).toBeGreaterThan(5_500);
     expect(summary.sections).toBeGreaterThan(10);
     expect(summary.kills).toBeGreaterThan(0);
+    expect(summary.secondsRun).toBeGreaterThanOrEqual(2.9);
     // A replacement that takes 2.5 s to start still leaves the lock reclaimed: a kill lands
     // only while another worker has started, and never in the last half second.
     expectNoHarm(summary, result.status);
@@ -443,6 +444,8 @@ describe("exactlock demo", () => {
     // Neither the 30 s asked for nor the 60 s a start-up is given.
     expect(Date.now() - started).toBeLessThan(20_000);
     expect(summary.sections).toBe(0);
+    expect(summary.seconds).toBe(30);
+    expect(summary.secondsRun).toBe(0);
     expect(summary.workerErrors.join("\n")).toMatch(/exited unexpectedly \(status 3\)/);
     expect(summary.ok).toBe(false);
     expect(result.status).toBe(1);
@@ -456,6 +459,9 @@ describe("exactlock demo", () => {
     // Not the rest of the 30 s with nobody left to contend.
     expect(Date.now() - started).toBeLessThan(20_000);
     expect(summary.sections).toBeGreaterThan(0);
+    // What it ran, not the 30 s asked for.
+    expect(summary.secondsRun).toBeGreaterThan(0);
+    expect(summary.secondsRun).toBeLessThan(20);
     expect(summary.workerErrors.join("\n")).toMatch(/exited unexpectedly \(status 4\)/);
     expect(summary.ok).toBe(false);
     expect(result.status).toBe(1);
@@ -463,6 +469,7 @@ describe("exactlock demo", () => {
 
   it("prints a readable summary", async () => {
     const result = await runCli(["demo", "--seconds", "2", "--procs", "2"], 60_000);
+    expect(result.stdout).toMatch(/contended\s+\d+(\.\d)? s of 2 s asked/);
     expect(result.stdout).toMatch(/sections\s+\d+/);
     expect(result.stdout).toMatch(/hand-off latency\s+p50 /);
     expect(result.stdout).toMatch(/violations\s+0/);

@@ -47,7 +47,10 @@ interface DemoOptions {
 }
 
 export interface DemoSummary {
+  /** The seconds asked for (`--seconds`). */
   seconds: number;
+  /** The seconds it contended: from the first section to its end (less than asked when every worker failed). */
+  secondsRun: number;
   procs: number;
   sections: number;
   kills: number;
@@ -93,6 +96,8 @@ class Arena {
   /** A kill is asked for (set about once a second) and still allowed (before `killsUntil`). */
   killDue = false;
   killsUntil = 0;
+  /** How long the contention ran, from the first section (ms); set when it ends. */
+  contendedMs = 0;
   stopping = false;
   /** The workers whose runtime has started: asking for the lock, so one of them can reclaim a killed holder's. */
   private readonly startedWorkers = new WeakSet<ChildProcess>();
@@ -263,6 +268,7 @@ async function summarise(arena: Arena, options: DemoOptions): Promise<DemoSummar
   const lockLeftBehind = left.state !== "free";
   return {
     seconds: options.seconds,
+    secondsRun: Math.round(arena.contendedMs / 100) / 10,
     procs: options.procs,
     sections: arena.sections.length,
     kills: arena.killedAtUs.size,
@@ -320,6 +326,7 @@ async function contend(arena: Arena, options: DemoOptions, showProgress: boolean
   let runTimer: NodeJS.Timeout | undefined;
   await Promise.race([arena.deserted, new Promise((resolve) => (runTimer = setTimeout(resolve, options.seconds * 1000)))]);
   clearTimeout(runTimer);
+  arena.contendedMs = Date.now() - start;
   clearInterval(killTimer);
   arena.killDue = false;
   if (progressTimer) clearInterval(progressTimer);
@@ -338,6 +345,7 @@ function failures(summary: DemoSummary): string[] {
 /** The human-readable summary. */
 export function formatSummary(summary: DemoSummary): string {
   const rows: Array<[string, string]> = [
+    ["contended", `${summary.secondsRun} s of ${summary.seconds} s asked   (from the first section)`],
     ["sections", `${summary.sections}   (read counter, work 1-4 ms, write counter + 1, under the lock)`],
     ["holders killed", `${summary.kills}   (SIGKILL inside the section, then replaced)`],
     ["reclaims", `${summary.reclaims}   (a waiter took over a killed holder's lock)`],
