@@ -7,10 +7,14 @@
  * `heldFileLock`; `startHolding` in ./chain.ts) are written as
  * parenthesized function expressions: V8 compiles those when the module
  * loads, where it compiles a plain declaration at its first call. A
- * process pays the same either way; this way it pays before it holds
- * anything, not with its first lock held and its waiters waiting (about
- * 110 µs of a fresh waiter's crash recovery: bench/RESULTS.md, twelfth
- * round).
+ * process that takes a lock soon after loading us (a CLI, a fresh waiter)
+ * pays the same either way, but before it holds anything, not with its
+ * first lock held and its waiters waiting (about 110 µs of a fresh
+ * waiter's crash recovery: bench/RESULTS.md, twelfth round). One that
+ * never takes a lock asynchronously pays about 0.1 ms at the import for
+ * nothing; and V8 drops the bytecode of functions left unused over
+ * several full garbage collections, so a process whose first lock comes
+ * long after the import may compile them again then, as before.
  */
 import type * as Binding from "../native/index.js";
 import { holdsSettledBeforeNow, locksHeldByChain, prepareChain, runHoldingSync, startHolding } from "./chain.js";

@@ -20,6 +20,8 @@ Each holder reads a counter, works 1-4 ms, writes counter + 1 and releases.
 About once a second a holder is SIGKILLed in the middle of its section and a
 new process takes its place. Shows live progress, then a summary:
 
+  contended           seconds of contention, from the first section (less
+                      than asked when every process failed)
   sections            critical sections completed and reported
   holders killed      SIGKILLs sent to processes inside their section
   hand-off latency    release stamp -> next holder's acquire stamp (p50, p99)
