@@ -29,7 +29,7 @@
 // Cleanup: every mount and daemon is registered as it is made; `unmountAll()` undoes them
 // in reverse order (umount, then `umount -l` as a last resort; the sshd is SIGTERMed, then
 // SIGKILLed) and removes the temp directory. A process `exit` hook does the same
-// synchronously if a caller forgot.
+// synchronously if a caller forgot, and so does a SIGTERM, SIGINT or SIGHUP (then re-raised).
 import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
@@ -374,8 +374,11 @@ export async function unmountAll() {
   base = undefined;
 }
 
-// A caller that forgot: undo synchronously on exit (no awaiting there).
-process.once("exit", () => {
+/**
+ * Undoes everything at once, synchronously (no awaiting where this runs): the sshd is
+ * SIGKILLed, mounts are unmounted, the temp directory is removed.
+ */
+function undoAllNow() {
   while (made.length > 0) {
     const entry = made.pop();
     if (entry.pid) {
@@ -389,4 +392,16 @@ process.once("exit", () => {
       if (result && typeof result.then === "function") result.catch(() => {});
     } catch {}
   }
-});
+}
+
+// A caller that forgot: undo on exit.
+process.once("exit", undoAllNow);
+// A run stopped by a signal (a CI step's timeout, Ctrl-C, a `kill` of the runner) fires no
+// `exit`: undo, then die of the same signal. (Measured: a SIGTERM to the vitest workers left
+// two sshfs mounts and their sshd behind.)
+for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) {
+  process.once(signal, () => {
+    undoAllNow();
+    process.kill(process.pid, signal);
+  });
+}
