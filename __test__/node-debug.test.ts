@@ -62,3 +62,58 @@ describe("NODE_DEBUG=exactlock", () => {
     expect(quiet.stderr).toBe("");
   });
 });
+
+/**
+ * Runs lock cycles in a child node with NODE_DEBUG=exactlock whose stderr (a pipe, which Node
+ * makes non-blocking once `process.stderr` is touched) this process leaves unread for
+ * `unreadMs`; the child cycles for `cycles` cycles, then for as long as `forMs` asks.
+ */
+function cyclesBehindAFullPipe(
+  file: string,
+  { cycles, forMs, unreadMs }: { cycles: number; forMs: number; unreadMs: number },
+): Promise<{ status: number | null; signal: NodeJS.Signals | null; stderr: string; pid: number }> {
+  const script = `
+    const { acquireLock } = await import(${JSON.stringify(DIST)});
+    process.stderr; // the pipe turns non-blocking here, as in any program that logs
+    const started = Date.now();
+    for (let i = 0; i < ${cycles} || Date.now() - started < ${forMs}; i++) await (await acquireLock(${JSON.stringify(file)}))();
+    process.stdout.write(String(process.pid));
+  `;
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+    env: { ...process.env, NODE_DEBUG: "exactlock" },
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (chunk) => (stdout += chunk));
+  child.stderr.setEncoding("utf8");
+  setTimeout(() => child.stderr.on("data", (chunk) => (stderr += chunk)), unreadMs);
+  return new Promise((resolve) => {
+    child.on("close", (status, signal) => resolve({ status, signal, stderr, pid: Number(stdout) }));
+  });
+}
+
+describe("NODE_DEBUG=exactlock with a stderr that fills", () => {
+  // eprintln! panicked on the pipe's EAGAIN, and the panic aborted the process (seen under
+  // vitest, whose workers' stderr is such a pipe).
+  it("waits for a slow reader: the process lives, and every line arrives whole", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const { status, signal, stderr, pid } = await cyclesBehindAFullPipe(file, { cycles: 1500, forMs: 0, unreadMs: 300 });
+    expect({ status, signal }).toEqual({ status: 0, signal: null });
+    const lines = stderr.trimEnd().split("\n");
+    expect(lines.filter((line) => !line.startsWith(`EXACTLOCK ${pid}: `))).toEqual([]);
+    expect(lines.filter((line) => line === `EXACTLOCK ${pid}: release of ${file}.lock: released`)).toHaveLength(1500);
+    expect(stderr).not.toContain("dropped");
+  });
+
+  it("drops lines while nobody reads for longer than a line waits, and says how many", async () => {
+    const file = path.join(makeRoot(), "state.json");
+    const { status, signal, stderr, pid } = await cyclesBehindAFullPipe(file, { cycles: 0, forMs: 4000, unreadMs: 2500 });
+    expect({ status, signal }).toEqual({ status: 0, signal: null });
+    const dropped = stderr.match(new RegExp(`^EXACTLOCK ${pid}: (\\d+) earlier line\\(s\\) dropped: stderr stayed full for 1000 ms$`, "m"));
+    expect(dropped, stderr.slice(-2000)).not.toBeNull();
+    expect(Number(dropped![1])).toBeGreaterThan(0);
+    // Whatever was cut short mid-line, every line after it starts whole.
+    const after = stderr.slice(stderr.indexOf(dropped![0])).trimEnd().split("\n");
+    expect(after.filter((line) => !line.startsWith(`EXACTLOCK ${pid}: `))).toEqual([]);
+  });
+});
