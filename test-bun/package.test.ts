@@ -25,18 +25,4 @@ describe("package under bun", () => {
     if (expected) expect(loaded[0]!.endsWith(`/${expected}`)).toBe(true);
     else expect(loaded[0]).toMatch(new RegExp(`/exactlock\\.linux-${process.arch}-(gnu|musl)\\.node$`));
   });
-
-  // Node imports exactlock through dist/index.mjs (its "node-addons" condition), which
-  // requires the CommonJS build; Bun takes the CommonJS build itself ("bun", listed first):
-  // its interop lexes nothing, and its bundler cannot follow the .mjs's createRequire
-  // (`bun build --compile` of a consumer, in the registry round trip, fails on it).
-  it("imports exactlock as the CommonJS build, the same instance require gives", async () => {
-    expect(Bun.resolveSync("exactlock", __dirname)).toMatch(/\/dist\/index\.js$/);
-    const imported = (await import("exactlock")) as Record<string, unknown>;
-    const required = require("exactlock") as Record<string, unknown>;
-    expect(imported.default).toBe(required);
-    for (const name of Object.keys(required).filter((key) => key !== "__esModule")) {
-      expect(imported[name], name).toBe(required[name]);
-    }
-  });
 });
