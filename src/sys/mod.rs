@@ -14,6 +14,7 @@ pub mod lstart;
 pub mod os;
 pub mod platform;
 pub mod process;
+pub mod stderr;
 pub mod trace;
 pub mod unique;
 pub mod wait;
