@@ -16,7 +16,9 @@
 //! waits for the pipe to drain. The queue holds at most [`QUEUE_BYTES`];
 //! lines past that are dropped, and the next line let in is preceded by one
 //! that says how many were. Lines still queued when the process exits are
-//! lost with it.
+//! lost with it. A stderr that blocks (one JavaScript never made
+//! non-blocking) still blocks the thread that writes to it, as any write to
+//! it does: only its owner can change the descriptor's mode.
 
 use std::collections::VecDeque;
 use std::io::{self, ErrorKind, Write};
