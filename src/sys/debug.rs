@@ -42,8 +42,13 @@ fn glob_matches(pattern: &str, text: &str) -> bool {
 
 /// Writes one decision (only when [`enabled`]; use [`debug!`](crate::debug)).
 pub fn write(message: std::fmt::Arguments<'_>) {
+    use super::stderr::{Lines, QUEUE_BYTES, Stderr};
+    use std::sync::Arc;
+    static LINES: OnceLock<Arc<Lines<Stderr>>> = OnceLock::new();
     let line = format!("EXACTLOCK {}: {message}\n", std::process::id());
-    super::stderr::stderr_lines(dropped_note).write(line.as_bytes());
+    LINES
+        .get_or_init(|| Lines::new(Stderr, QUEUE_BYTES, dropped_note))
+        .write(line.as_bytes());
 }
 
 /// The line that says how many were dropped while stderr was not read.

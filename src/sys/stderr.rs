@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, ErrorKind, Write};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// The most bytes the queue holds while stderr does not take them.
@@ -201,11 +201,7 @@ impl Sink for Stderr {
 
     #[cfg(unix)]
     fn wait_writable(&self) {
-        use rustix::event::{PollFd, PollFlags};
-        let stderr = io::stderr();
-        let mut fds = [PollFd::new(&stderr, PollFlags::OUT)];
-        let every = crate::sys::wait::timespec(Duration::from_secs(1));
-        let _ = rustix::event::poll(&mut fds, Some(&every));
+        poll_writable(io::stderr(), Duration::from_secs(1));
     }
 
     /// Windows has no readiness wait for a pipe handle: a short sleep, then
@@ -216,10 +212,12 @@ impl Sink for Stderr {
     }
 }
 
-/// The lines of this process's stderr, made on first use.
-pub fn stderr_lines(note: fn(u64) -> String) -> &'static Arc<Lines<Stderr>> {
-    static LINES: OnceLock<Arc<Lines<Stderr>>> = OnceLock::new();
-    LINES.get_or_init(|| Lines::new(Stderr, QUEUE_BYTES, note))
+/// Waits up to `wait` for `fd` to take more bytes.
+#[cfg(unix)]
+fn poll_writable(fd: impl rustix::fd::AsFd, wait: Duration) {
+    use rustix::event::{PollFd, PollFlags};
+    let mut fds = [PollFd::new(&fd, PollFlags::OUT)];
+    let _ = rustix::event::poll(&mut fds, Some(&crate::sys::wait::timespec(wait)));
 }
 
 #[cfg(all(test, unix))]
@@ -237,10 +235,7 @@ mod tests {
             rustix::io::write(&self.0, bytes).map_err(io::Error::from)
         }
         fn wait_writable(&self) {
-            use rustix::event::{PollFd, PollFlags};
-            let mut fds = [PollFd::new(&self.0, PollFlags::OUT)];
-            let every = crate::sys::wait::timespec(Duration::from_millis(100));
-            let _ = rustix::event::poll(&mut fds, Some(&every));
+            poll_writable(&self.0, Duration::from_millis(100));
         }
     }
 
