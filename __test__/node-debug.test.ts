@@ -65,39 +65,59 @@ describe("NODE_DEBUG=exactlock", () => {
 
 /**
  * Runs lock cycles in a child node with NODE_DEBUG=exactlock whose stderr (a pipe, which Node
- * makes non-blocking once `process.stderr` is touched) this process leaves unread for
- * `unreadMs`; the child cycles for `cycles` cycles, then for as long as `forMs` asks, each
- * acquisition with a 300 ms budget, every other one off the calling thread (its error, if one
- * fails, is its stdout).
+ * makes non-blocking once `process.stderr` is touched) this process leaves unread at first:
+ * for `unreadMs`, or until the child has made `unreadForCycles` cycles (it says how many on its
+ * stdout, every 500). The child stops after `cycles` cycles, or, with `stopOn`, once its stderr
+ * as read shows `stopOn`. Each acquisition has a 300 ms budget, every other one off the calling
+ * thread; the child's last stdout line is `done <pid>` or the error that ended it.
  */
 function cyclesBehindAFullPipe(
   file: string,
-  { cycles, forMs, unreadMs }: { cycles: number; forMs: number; unreadMs: number },
-): Promise<{ status: number | null; signal: NodeJS.Signals | null; stderr: string; stdout: string; pid: number }> {
+  options: { cycles?: number; unreadMs?: number; unreadForCycles?: number; stopOn?: RegExp },
+): Promise<{ status: number | null; signal: NodeJS.Signals | null; stderr: string; last: string; pid: number }> {
   const script = `
     const { acquireLock } = await import(${JSON.stringify(DIST)});
     process.stderr; // the pipe turns non-blocking here, as in any program that logs
-    const started = Date.now();
+    let stop = false;
+    process.stdin.on("data", () => (stop = true));
     try {
-      for (let i = 0; i < ${cycles} || Date.now() - started < ${forMs}; i++) {
+      for (let i = 0; ${options.cycles ?? "Infinity"} > i && !stop; i++) {
         await (await acquireLock(${JSON.stringify(file)}, { timeout: 300, inlineFastPath: i % 2 === 0 }))();
+        if (i % 500 === 499) process.stdout.write("at " + (i + 1) + "\\n");
       }
-      process.stdout.write(String(process.pid));
+      process.stdout.write("done " + process.pid + "\\n");
     } catch (error) {
-      process.stdout.write(String(error));
+      process.stdout.write(String(error) + "\\n");
       process.exitCode = 1;
     }
+    process.stdin.destroy();
   `;
   const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
     env: { ...process.env, NODE_DEBUG: "exactlock" },
   });
   let stdout = "";
   let stderr = "";
-  child.stdout.setEncoding("utf8").on("data", (chunk) => (stdout += chunk));
+  let reading = false;
+  const read = () => {
+    if (reading) return;
+    reading = true;
+    child.stderr.on("data", (chunk) => {
+      stderr += chunk;
+      if (options.stopOn?.test(stderr) && child.stdin.writable) child.stdin.end("stop\n");
+    });
+  };
   child.stderr.setEncoding("utf8");
-  setTimeout(() => child.stderr.on("data", (chunk) => (stderr += chunk)), unreadMs);
+  child.stdout.setEncoding("utf8").on("data", (chunk) => {
+    stdout += chunk;
+    const at = [...stdout.matchAll(/^at (\d+)$/gm)].pop();
+    if (options.unreadForCycles !== undefined && at && Number(at[1]) >= options.unreadForCycles) read();
+  });
+  if (options.unreadMs !== undefined) setTimeout(read, options.unreadMs);
   return new Promise((resolve) => {
-    child.on("close", (status, signal) => resolve({ status, signal, stderr, stdout, pid: Number(stdout) }));
+    child.on("close", (status, signal) => {
+      const last = stdout.trimEnd().split("\n").pop() ?? "";
+      resolve({ status, signal, stderr, last, pid: Number(/^done (\d+)$/.exec(last)?.[1]) });
+    });
   });
 }
 
@@ -107,19 +127,23 @@ describe("NODE_DEBUG=exactlock with a stderr that fills", () => {
   // threads instead made free locks time out ("the filesystem did not answer").
   it("waits for a slow reader: the process lives, and every line arrives whole", async () => {
     const file = path.join(makeRoot(), "state.json");
-    const { status, signal, stderr, pid } = await cyclesBehindAFullPipe(file, { cycles: 1500, forMs: 0, unreadMs: 300 });
-    expect({ status, signal }).toEqual({ status: 0, signal: null });
+    const { status, signal, stderr, last, pid } = await cyclesBehindAFullPipe(file, { cycles: 1500, unreadMs: 300 });
+    expect({ status, signal, last }).toEqual({ status: 0, signal: null, last: `done ${pid}` });
     const lines = stderr.trimEnd().split("\n");
     expect(lines.filter((line) => !line.startsWith(`EXACTLOCK ${pid}: `))).toEqual([]);
     expect(lines.filter((line) => line === `EXACTLOCK ${pid}: release of ${file}.lock: released`)).toHaveLength(1500);
     expect(stderr).not.toContain("dropped");
   });
 
-  it("never holds a lock up while nobody reads: free locks are taken at once, and lines past the queue are dropped and counted", async () => {
+  // 20 000 cycles write several MiB of lines while nobody reads: past the queue's 1 MiB.
+  it("never holds a lock up while nobody reads: free locks are taken at once, and lines past the queue are dropped and counted", { timeout: 180_000 }, async () => {
     const file = path.join(makeRoot(), "state.json");
-    const { status, signal, stderr, pid, stdout } = await cyclesBehindAFullPipe(file, { cycles: 0, forMs: 4000, unreadMs: 2000 });
+    const { status, signal, stderr, last, pid } = await cyclesBehindAFullPipe(file, {
+      unreadForCycles: 20_000,
+      stopOn: /earlier line\(s\) dropped/,
+    });
     // Each acquisition had 300 ms: a line that waited for the reader would have spent it.
-    expect({ status, signal, stdout }).toEqual({ status: 0, signal: null, stdout: String(pid) });
+    expect({ status, signal, last }).toEqual({ status: 0, signal: null, last: `done ${pid}` });
     const note = new RegExp(`^EXACTLOCK ${pid}: (\\d+) earlier line\\(s\\) dropped: stderr was not read \\(more than 1024 KiB waiting\\)$`, "m");
     const dropped = stderr.match(note);
     expect(dropped, stderr.slice(-2000)).not.toBeNull();
