@@ -15,6 +15,7 @@
  */
 import { readdirSync } from "node:fs";
 import * as path from "node:path";
+import { pathToFileURL } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import * as main from "../lib/index.ts";
 import * as testing from "../lib/testing.ts";
@@ -198,8 +199,21 @@ function lockPathRows(name: string, call: (value: unknown, dir: string) => unkno
       call(new URL("http://example.com/x"), d),
     ),
     row(`${name} ""`, VALUE, new RegExp(`^${n} must be a non-empty absolute path; received ""$`), (d) => call("", d)),
-    row(`${name} relative`, VALUE, new RegExp(`^${n} must be an absolute path \\(or a file: URL\\): resolve it first, e\\.g\\. path\\.resolve\\(p\\)`), (d) =>
+    row(`${name} relative`, VALUE, new RegExp(`^${n} must be an absolute path \\(or a URL object with the file: scheme\\): resolve it first, e\\.g\\. path\\.resolve\\(p\\)`), (d) =>
       call("rel/x", d),
+    ),
+    row(`${name} a file: URL as a string`, VALUE, new RegExp(`^${n} is a file: URL written as a string, which is not a path: pass new URL\\(text\\)`), (d) =>
+      call(pathToFileURL(path.join(d, "x")).href, d),
+    ),
+    // "/a/dir/" would lock "/a/dir/.lock" where "/a/dir" locks "/a/dir.lock": refused, never two locks of one path.
+    ...[["a trailing slash", (d: string) => `${d}/sub/`], ["a trailing /.", (d: string) => `${d}/sub/.`], ["a trailing /..", (d: string) => `${d}/sub/..`], ["the root", () => "/"]].map(
+      ([what, of]) =>
+        row(`${name} with ${what as string}`, VALUE, new RegExp(`^${n} must end in a file's name, not in a path separator, "\\." or "\\.\\."`), (d) =>
+          call((of as (d: string) => string)(d), d),
+        ),
+    ),
+    row(`${name} a file: URL with a trailing slash`, VALUE, new RegExp(`^${n} must end in a file's name`), (d) =>
+      call(pathToFileURL(`${d}/sub/`), d),
     ),
     row(`${name} with NUL`, VALUE, new RegExp(`^${n} must not contain NUL bytes; received ".*\\\\u0000b`), (d) =>
       call(path.join(d, "sub", "a\0b"), d),

@@ -91,9 +91,34 @@ function endsInDotOrSpace(filePath: string): boolean {
  * different files under one name.
  */
 export function validateLockFilePath(value: unknown, name = "filePath"): string {
-  if (value instanceof URL) return validateFilePath(fileUrlPath(value, name), name);
+  if (value instanceof URL) return validateFinalName(validateFilePath(fileUrlPath(value, name), name), name);
   if (typeof value !== "string") throw wrongType(name, "a string or a file: URL", value);
-  return validateFilePath(value, name, " (or a file: URL): resolve it first, e.g. path.resolve(p), so every process names the same lock");
+  if (/^file:/i.test(value)) {
+    throw badValue(name, "is a file: URL written as a string, which is not a path: pass new URL(text), or the path itself", quote(value));
+  }
+  const filePath = validateFilePath(value, name, " (or a URL object with the file: scheme): resolve it first, e.g. path.resolve(p), so every process names the same lock");
+  return validateFinalName(filePath, name);
+}
+
+/**
+ * A lock path must end in a file's name: the lock is that string with
+ * `.lock` appended, so `/a/dir/` would lock `/a/dir/.lock` (inside the
+ * directory) where `/a/dir` locks `/a/dir.lock` — two locks for one path —
+ * and `/a/dir/.` or `/a/..` name a directory by another spelling. Refused
+ * rather than normalised: the original module, given `/a/dir/`, locks
+ * `/a/dir/.lock`, and normalising would stop excluding it.
+ */
+function validateFinalName(filePath: string, name: string): string {
+  const separators = process.platform === "win32" ? /[\\/]/ : /\//;
+  const last = filePath.split(separators).at(-1);
+  if (last === "" || last === "." || last === "..") {
+    throw badValue(
+      name,
+      "must end in a file's name, not in a path separator, \".\" or \"..\" (the lock is the path with \".lock\" appended, so \"/a/dir/\" and \"/a/dir\" would be two locks of one directory); write the path without them",
+      quote(filePath),
+    );
+  }
+  return filePath;
 }
 
 function fileUrlPath(url: URL, name: string): string {
