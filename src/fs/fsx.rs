@@ -339,8 +339,26 @@ pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
 /// The [`DirIdentity`] of an open directory, and its link count as the
 /// same call saw it: 2 plus its subdirectories on most filesystems (ext4,
 /// xfs, tmpfs, APFS), always 1 on some (btrfs, many network mounts).
-#[cfg(target_os = "linux")]
 pub fn dir_identity_and_links(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64), Errno> {
+    let (mut identity, links) = dir_attributes(dir)?;
+    // overlayfs, like every mount without a device of its own, has major
+    // 0: only those pay for the statfs.
+    #[cfg(target_os = "linux")]
+    if identity.birth_ns != 0
+        && crate::sys::os::fs::major(identity.dev) == 0
+        && crate::fs::probe::is_overlayfs(dir)
+    {
+        identity.birth_ns = 0;
+    }
+    Ok((identity, links))
+}
+
+/// [`dir_identity_and_links`] as the one `statx` gives them, the birth
+/// time as reported even on overlayfs: no `statfs`, nor anything else a
+/// network or FUSE mount's server must answer (the attributes are the
+/// cached ones). What the inline fast path compares a directory by.
+#[cfg(target_os = "linux")]
+pub fn dir_attributes(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64), Errno> {
     use crate::sys::os::fs::{StatxFlags, statx};
     // Nothing asked for changes while the descriptor is open but the link
     // count, which is only a hint (see `debris`): the cached attributes
@@ -352,11 +370,8 @@ pub fn dir_identity_and_links(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64),
         StatxFlags::INO | StatxFlags::BTIME | StatxFlags::NLINK,
     ) {
         Ok(stx) => {
-            let birth_known = StatxFlags::from_bits_retain(stx.stx_mask)
-                .contains(StatxFlags::BTIME)
-                // overlayfs, like every mount without a device of its
-                // own, has major 0: only those pay for the statfs.
-                && !(stx.stx_dev_major == 0 && crate::fs::probe::is_overlayfs(dir));
+            let birth_known =
+                StatxFlags::from_bits_retain(stx.stx_mask).contains(StatxFlags::BTIME);
             let birth_ns = if birth_known {
                 i128::from(stx.stx_btime.tv_sec) * 1_000_000_000 + i128::from(stx.stx_btime.tv_nsec)
             } else {
@@ -375,7 +390,7 @@ pub fn dir_identity_and_links(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64),
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn dir_identity_and_links(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64), Errno> {
+pub fn dir_attributes(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64), Errno> {
     fstat_identity(dir)
 }
 

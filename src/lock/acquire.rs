@@ -473,11 +473,11 @@ impl Answer for BlockingAnswer {
 /// unchanged.
 pub fn acquire_first_attempt(options: Arc<AcquireOptions>) -> Result<Inline, AcquireError> {
     let mut attempts = Attempts::new(options)?;
-    if !fastpath::may_inline(&attempts.parent_path) {
-        return Ok(Inline::NotNow(None));
-    }
     let started = Instant::now();
-    let outcome = attempts.inline_attempt();
+    let Some(parent) = fastpath::inline_parent(&attempts.parent_path) else {
+        return Ok(Inline::NotNow(None));
+    };
+    let outcome = attempts.inline_attempt(parent);
     fastpath::inline_took(&attempts.parent_path, started.elapsed());
     outcome
 }
@@ -965,9 +965,16 @@ impl Attempts {
     }
 
     /// The inline attempt (see [`acquire_first_attempt`]).
-    fn inline_attempt(&mut self) -> Result<Inline, AcquireError> {
-        let parent = self.make_parent()?;
-        let (key, parent_links) = self.key_of(parent.as_fd())?;
+    fn inline_attempt(&mut self, parent: fastpath::InlineParent) -> Result<Inline, AcquireError> {
+        let fastpath::InlineParent {
+            dir: parent,
+            identity,
+            links: parent_links,
+        } = parent;
+        let key = LockKey {
+            parent: identity,
+            name: self.lock_name.clone(),
+        };
         self.refuse_names_too_long_here(parent.as_fd(), &key)?;
         self.refuse_if_held_by_caller(&key)?;
         if !table::nobody_waits_for(&key) {
@@ -1109,10 +1116,10 @@ impl Attempts {
         crate::sys::trace::stamp("waiter: its attempt begins");
         let parent = self.make_parent()?;
         crate::sys::trace::stamp("waiter: the parent pinned");
-        let local =
-            fastpath::needs_lesson(&self.parent_path).then(|| fastpath::is_local(parent.as_fd()));
+        let lesson = fastpath::needs_lesson(&self.parent_path)
+            .then(|| fastpath::Lesson::of(parent.as_fd()));
         let step = self.attempt_at(parent);
-        fastpath::learn(&self.parent_path, local, started.elapsed());
+        fastpath::learn(&self.parent_path, lesson, started.elapsed());
         step
     }
 
@@ -1215,6 +1222,7 @@ impl Attempts {
 
     /// Records a publication as this process's held generation.
     fn held(&self, key: LockKey, parent: OwnedFd, published: Published, record: Vec<u8>) -> Claim {
+        let releases_inline = fastpath::is_fast_dir(&self.parent_path, &key.parent);
         Claim::new(table::insert_held(Generation {
             id: table::next_id(),
             key,
@@ -1229,6 +1237,7 @@ impl Attempts {
             root_listed: AtomicBool::new(false),
             root_guarded: AtomicBool::new(true),
             waited: self.waited,
+            releases_inline,
         }))
     }
 
@@ -1345,7 +1354,7 @@ impl Attempts {
         // staged for the next wake. (On a network mount, where a waiter
         // wakes on its timer and each call is a round trip, the look stays
         // first: one call for a lock still held, not five.)
-        let looks_first = !fastpath::may_inline(&self.parent_path);
+        let looks_first = !fastpath::is_fast(&self.parent_path);
         if looks_first && fsx::stat_nofollow(parent, &self.lock_name).is_ok() {
             return Ok(None);
         }

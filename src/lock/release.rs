@@ -73,7 +73,7 @@ pub enum FirstAttempt {
 /// sleeps, so it can run on the caller's thread. Only what needs a pause
 /// (the retries) is left to [`release`].
 pub fn release_first_attempt(id: u64) -> FirstAttempt {
-    if table::held(id).is_some_and(|held| !fastpath::may_inline(&held.parent_path)) {
+    if table::held(id).is_some_and(|held| !held.releases_inline) {
         return FirstAttempt::Deferred;
     }
     let started = std::time::Instant::now();

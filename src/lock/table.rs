@@ -80,6 +80,10 @@ pub struct Generation {
     /// Whether its acquisition waited for another holder: its release
     /// then lets the waiter it wakes run first (see `release`).
     pub waited: bool,
+    /// Whether its parent is a directory that earned the inline fast path
+    /// (see [`crate::lock::fastpath`]): its release's first attempt may
+    /// run on the caller's thread.
+    pub releases_inline: bool,
 }
 
 /// Where a generation is in its life.
