@@ -971,6 +971,11 @@ impl Attempts {
             identity,
             links: parent_links,
         } = parent;
+        if parent_links == 0 {
+            // Removed: the attempt off the thread finds out what the path
+            // leads to now.
+            return Ok(Inline::NotNow(None));
+        }
         let key = LockKey {
             parent: identity,
             name: self.lock_name.clone(),
@@ -1128,6 +1133,9 @@ impl Attempts {
         // What woke us is spent by this attempt, whatever it returns.
         let holder_exited = std::mem::take(&mut self.holder_exited);
         let (key, parent_links) = self.key_of(parent.as_fd())?;
+        if parent_links == 0 {
+            return self.check_removed_parent(&key);
+        }
         self.refuse_names_too_long_here(parent.as_fd(), &key)?;
         self.refuse_if_held_by_caller(&key)?;
         // Before joining the queue: anyone of this process holding the lock
@@ -1252,6 +1260,10 @@ impl Attempts {
                 self.name_too_long_here(limit)
             }
             PublishError::Os(errno) => self.io(errno, "cannot stage the lock record"),
+            PublishError::DirRefuses => self.unusable_parent(
+                "refuses new entries as if it did not exist (ENOENT), as the kernel's own \
+                 filesystems do (/proc)",
+            ),
             PublishError::Rename(code) => AcquireError::Io {
                 lock_path: self.lock_path.clone(),
                 code: rename_error_code(code),
@@ -1260,6 +1272,37 @@ impl Attempts {
                     self.lock_path.display()
                 ),
             },
+        }
+    }
+
+    /// The error for a lock directory's parent that can hold no lock, and
+    /// never will: retrying would only spend the budget.
+    fn unusable_parent(&self, why: &str) -> AcquireError {
+        AcquireError::Io {
+            lock_path: self.lock_path.clone(),
+            code: "ENOENT",
+            message: format!(
+                "Failed to acquire file lock at {}: its directory {} {why}, so no lock can be \
+                 made there; lock a file in a directory on a filesystem that takes new files.",
+                self.lock_path.display(),
+                self.parent_path.display()
+            ),
+        }
+    }
+
+    /// A parent found removed (no links) when opened: the path opened
+    /// afresh may lead to a new directory (it was replaced: try again), or
+    /// still to the removed one — a bind mount whose source was removed,
+    /// which nothing can be created in, ever.
+    fn check_removed_parent(&self, key: &LockKey) -> Result<Step, AcquireError> {
+        let again = fsx::open_anchor(&self.parent_path)
+            .and_then(|parent| fsx::dir_identity_and_links(parent.as_fd()));
+        match again {
+            Ok((identity, 0)) if identity == key.parent => Err(self.unusable_parent(
+                "has been removed, but its path still leads to it (a bind mount whose source \
+                 was removed, say)",
+            )),
+            _ => Ok(Step::Retry),
         }
     }
 

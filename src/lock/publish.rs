@@ -85,6 +85,11 @@ pub enum PublishError {
     /// The no-replace rename refused for a reason other than an existing
     /// destination; carries the primitive's code.
     Rename(&'static str),
+    /// The lock's directory is there (on a local filesystem, whose answer
+    /// is not a stale cache's) but refuses a new entry as if it were not:
+    /// the staging's `mkdirat` said `ENOENT` (procfs does). Retrying
+    /// cannot help.
+    DirRefuses,
 }
 
 /// The tag of staging names: `<lock>.pending.<pid>.<uuid>`, the original's.
@@ -379,7 +384,10 @@ fn stage_new(
     crate::sys::faults::check("publish.stage")
         .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
     let staging = staging_name(lock_name);
-    fs::mkdirat(parent, &staging, DIR_MODE).map_err(PublishError::Os)?;
+    fs::mkdirat(parent, &staging, DIR_MODE).map_err(|errno| match errno {
+        Errno::NOENT if refuses_entries(parent) => PublishError::DirRefuses,
+        errno => PublishError::Os(errno),
+    })?;
     match stage(parent, &staging, record) {
         Ok((published, root_stat, info)) => Ok(Stage {
             name: staging,
@@ -392,6 +400,14 @@ fn stage_new(
             Err(error)
         }
     }
+}
+
+/// Whether `parent`, where a `mkdirat` just said `ENOENT`, is nonetheless
+/// there: not removed (it still has links) and on a local filesystem (a
+/// network client's cached link count could be stale). Otherwise the
+/// directory vanished, and the next attempt opens its path afresh.
+fn refuses_entries(parent: BorrowedFd<'_>) -> bool {
+    fs::fstat(parent).is_ok_and(|stat| fsx::nlink_of(&stat) > 0) && !volume::may_serve_stale(parent)
 }
 
 /// Writes the record into the staging directory `staging` (already
