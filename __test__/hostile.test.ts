@@ -748,4 +748,37 @@ describe("hostile: umask 0777", () => {
       expect(seen).toEqual({ umask: umask.toString(8), seen: ["700/600", "700/600", "700/600", "700/600"], left: [] });
     });
   }
+
+  // Issue 41, item 6: a missing parent made under a umask that takes the owner's own bits
+  // (0777 leaves 0000, 0477 leaves -wx) could not be opened to set its mode, nor hold the
+  // next directory; it was left at 0000-0300, and every later acquisition of the path failed.
+  for (const umask of [0o777, 0o477, 0o577, 0o677, 0o707]) {
+    it(`creates a missing parent chain 0700 under umask ${umask.toString(8)} as uid nobody, and a later acquisition under umask 022 succeeds`, async () => {
+      const root = tempRoot();
+      fs.chmodSync(root, 0o755);
+      const parent = path.join(root, "p");
+      fs.mkdirSync(parent, { mode: 0o700 });
+      fs.chownSync(parent, NOBODY, NOBODY);
+      const file = path.join(parent, "a", "b", "c", "f");
+      const script = `
+        import * as fs from "node:fs";
+        import { acquireLock } from ${JSON.stringify(facadeForAnyUid())};
+        const mode = (p) => (fs.statSync(p).mode & 0o7777).toString(8);
+        const file = ${JSON.stringify(file)};
+        const seen = {};
+        try {
+          const release = await acquireLock(file);
+          for (const name of ["a", "a/b", "a/b/c"]) seen[name] = mode(${JSON.stringify(parent)} + "/" + name);
+          await release();
+          process.umask(0o022);
+          await (await acquireLock(file))();
+          seen.again = true;
+        } catch (error) {
+          seen.error = error.code + ": " + error.message;
+        }
+        console.log(JSON.stringify(seen));`;
+      const seen = await runChild(script, { uid: NOBODY, umask });
+      expect(seen).toEqual({ a: "700", "a/b": "700", "a/b/c": "700", again: true });
+    });
+  }
 });
