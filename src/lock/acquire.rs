@@ -1144,13 +1144,26 @@ impl Attempts {
         // async call made just before this one) is let arrive first, so
         // that its key tells whether it is for this lock; one that does not
         // arrive in time may be, and is not overtaken either.
-        if self.blocking
-            && self.place.is_none()
-            && (!table::await_earlier_arrivals(&key.name, self.options.sequence)
+        // Earlier calls of this very path are let arrive first; then
+        // whoever of this process holds or queues for the lock. A
+        // synchronous acquisition looks again at every attempt, and when
+        // its publication is refused: an earlier call of another path that
+        // arrives late (see `table::same_path_still_arriving`) may turn out
+        // to be for this lock, and take it.
+        if self.blocking {
+            let first = self.place.is_none();
+            let same_path_arriving = first
+                && table::same_path_still_arriving(
+                    &key.name,
+                    self.options.sequence,
+                    &self.lock_path,
+                );
+            if same_path_arriving
                 || table::held_here(&key)
-                || table::anyone_queued_for(&key))
-        {
-            return Err(self.would_block_its_own_process());
+                || (first && table::anyone_queued_for(&key))
+            {
+                return Err(self.would_block_its_own_process());
+            }
         }
         debris::reap_when_changed(
             parent.as_fd(),
@@ -1162,6 +1175,13 @@ impl Attempts {
         match table::turn(&self.place.as_ref().expect("joined").0, &self.lock_path) {
             table::Turn::Head => {}
             table::Turn::Behind => return Ok(Step::NotHead),
+            // A synchronous acquisition has let earlier arrivals go first
+            // already (above): only one of this very path is surely ahead.
+            table::Turn::AfterArrival { same_path } if self.blocking => {
+                if same_path {
+                    return Err(self.would_block_its_own_process());
+                }
+            }
             table::Turn::AfterArrival { same_path } => {
                 let grace = *self
                     .arrival_patience
@@ -1199,6 +1219,9 @@ impl Attempts {
                 Err(PublishError::Os(Errno::NOENT)) => return Ok(Step::Retry),
                 Err(error) => return Err(self.publish_error(error)),
             }
+        }
+        if self.blocking && table::held_here(&key) {
+            return Err(self.would_block_its_own_process());
         }
         let holder = match self.judge_holder(parent.as_fd(), &record, holder_exited)? {
             Judged::Won(published) => {
