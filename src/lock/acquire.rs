@@ -1121,8 +1121,8 @@ impl Attempts {
         crate::sys::trace::stamp("waiter: its attempt begins");
         let parent = self.make_parent()?;
         crate::sys::trace::stamp("waiter: the parent pinned");
-        let lesson = fastpath::needs_lesson(&self.parent_path)
-            .then(|| fastpath::Lesson::of(parent.as_fd()));
+        let lesson =
+            fastpath::needs_lesson(&self.parent_path).then(|| fastpath::Lesson::of(parent.as_fd()));
         let step = self.attempt_at(parent);
         fastpath::learn(&self.parent_path, lesson, started.elapsed());
         step

@@ -209,7 +209,10 @@ mod tests {
     #[test]
     fn a_directory_earns_the_inline_path_and_loses_it_when_slow() {
         let root = tempdir("fastpath");
-        assert!(inline_parent(&root).is_none(), "unknown until an attempt saw it");
+        assert!(
+            inline_parent(&root).is_none(),
+            "unknown until an attempt saw it"
+        );
         assert!(needs_lesson(&root));
         // The temp dir of the test machines is ext4 or tmpfs; elsewhere no
         // filesystem is classed local (the inline path is Linux's).
@@ -230,7 +233,10 @@ mod tests {
         inline_took(&root, SLOW_ATTEMPT);
         assert!(!is_fast(&root) && inline_parent(&root).is_none());
         learn(&root, lesson(&root), Duration::from_millis(50));
-        assert!(!is_fast(&root), "a slow attempt off the thread does not earn it");
+        assert!(
+            !is_fast(&root),
+            "a slow attempt off the thread does not earn it"
+        );
         assert!(needs_lesson(&root), "a slow one is looked at again");
         learn(
             &root,

@@ -581,7 +581,7 @@ mod tests {
         let (earlier, ours) = (next_id(), next_id());
         // Nobody on the way: no wait at all; a caller after us is none of
         // our business.
-        let ours_path = elsewhere(&key.name);
+        let ours_path = here(&key.name);
         let later = arrive(&ours_path, &key.name, next_id());
         assert!(!same_path_still_arriving(&key.name, ours, &ours_path));
         drop(later);
@@ -598,7 +598,10 @@ mod tests {
             }
         });
         let started = Instant::now();
-        assert!(!same_path_still_arriving(&key.name, ours, &ours_path), "it arrived");
+        assert!(
+            !same_path_still_arriving(&key.name, ours, &ours_path),
+            "it arrived"
+        );
         assert!(started.elapsed() < ARRIVAL_GRACE, "not a grace waited out");
         assert!(
             arrived.load(Ordering::SeqCst),
