@@ -387,10 +387,23 @@ describe("hostile: info is not a plain record", () => {
     expectNoDebris(root);
   });
 
-  it("refuses a dead owner's lock directory that holds anything besides info", async () => {
+  // A lock is judged by its record and removed as the tree snapshotted with it (issue 41,
+  // item 2: one stray file used to make a lock nobody could ever take).
+  it("reclaims a dead owner's lock directory holding a file beside info, removing exactly that tree", async () => {
     const root = tempRoot();
     const { file, lock } = lockWithInfo(root, record(deadPid()));
     fs.writeFileSync(path.join(lock, "notes.txt"), "not part of a lock");
+    const release = await acquireLock(file, SHORT);
+    expect(fs.readdirSync(lock)).toEqual(["info"]);
+    await release();
+    expect(listing(root)).toEqual({});
+    expectNoDebris(root);
+  });
+
+  it("refuses a dead owner's lock directory holding a symlink beside info (no snapshot reads it, nothing removes it)", async () => {
+    const root = tempRoot();
+    const { file, lock } = lockWithInfo(root, record(deadPid()));
+    fs.symlinkSync("/", path.join(lock, "link"));
     await expectSafeRefusal(root, file, ["malformed", "not_a_lock"]);
   });
 

@@ -242,7 +242,7 @@ function disposeKeys(own: symbol | undefined, name: string): readonly symbol[] {
 type Ending = "done" | "retry";
 
 /** The codes after which a release has nothing left to retry. */
-const FINAL_RELEASE_CODES = new Set(["ERELEASED", "ERELEASING", "EMISSING", "EOWNERCHANGED"]);
+const FINAL_RELEASE_CODES = new Set(["ERELEASED", "ERELEASING", "EMISSING", "EOWNERCHANGED", "EFOREIGN"]);
 
 function endingOf(error: unknown): Ending {
   return error instanceof FileLockError && FINAL_RELEASE_CODES.has(error.code) ? "done" : "retry";

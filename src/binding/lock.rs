@@ -522,6 +522,16 @@ fn release_failure(error: ReleaseError) -> LockFailure {
             code,
             format!("Failed to release file lock: transient removal failure ({code})."),
         ),
+        ReleaseError::LeftForeign(path) => failure(
+            "EFOREIGN",
+            format!(
+                "Released the file lock (its name is free and this process's record removed), but \
+                 its directory held entries someone else put there that exactlock does not remove \
+                 (a symlink, FIFO, socket or device, or more than it snapshots): they were left \
+                 where they are, in the directory now at {}.",
+                path.display()
+            ),
+        ),
     }
 }
 
