@@ -265,6 +265,18 @@ function lockOptionRows(call: (options: unknown, dir: string) => unknown): Row[]
     row("inlineFastPath null", TYPE, /^inlineFastPath must be a boolean; received null$/, (d) =>
       call({ inlineFastPath: null }, d),
     ),
+    row('mode "770"', TYPE, /^mode must be a number; received type string \("770"\)$/, (d) => call({ mode: "770" }, d)),
+    ...[
+      ["0o600 (no owner x)", 0o600, "0o600"],
+      ["0o1770 (sticky)", 0o1770, "0o1770"],
+      ["770 (decimal)", 770, "0o1402"],
+      ["1.5", 1.5, "1.5"],
+      ["-1", -1, "-1"],
+    ].map(([what, value, shown]) =>
+      row(`mode ${what}`, VALUE, new RegExp(`^mode must be permission bits from 0o700 to 0o777: .* received ${shown}$`), (d) =>
+        call({ mode: value }, d),
+      ),
+    ),
     row("signal {}", TYPE, /^signal must be an AbortSignal; received an object$/, (d) => call({ signal: {} }, d)),
     row("signal null", TYPE, /^signal must be an AbortSignal; received null$/, (d) => call({ signal: null }, d)),
     row("onAcquired 5", TYPE, /^onAcquired must be a function; received type number \(5\)$/, (d) =>

@@ -606,6 +606,7 @@ function requestOf(path: string, resolved: ResolvedOptions, heldByCaller: string
     ownerHostId: resolved.ownerHostId,
     previousOwnerHostIds: resolved.previousOwnerHostIds,
     heldByCaller,
+    mode: resolved.mode,
   };
 }
 
@@ -631,6 +632,7 @@ function firstAttempt(
     options.ownerHostId,
     options.previousOwnerHostIds,
     heldByCaller,
+    options.mode,
   );
   return answer ?? undefined;
 }

@@ -150,6 +150,21 @@ export function validateOptionalCount(value: unknown, name: string): number | un
   return value;
 }
 
+/** `undefined`, or a lock directory's permission bits: an integer from 0o700 to 0o777 (the owner keeps `rwx`). */
+export function validateLockMode(value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "number") throw wrongType("mode", "a number", value);
+  if (!Number.isInteger(value) || value < 0o700 || value > 0o777) {
+    const shown = Number.isInteger(value) && value >= 0 ? `0o${value.toString(8)}` : describeValue(value);
+    throw badValue(
+      "mode",
+      "must be permission bits from 0o700 to 0o777: the owner keeps rwx, the group and others get what is shared (e.g. 0o770)",
+      shown,
+    );
+  }
+  return value;
+}
+
 /** An integer from 0 to 2^32 − 1 (required). */
 export function validateCount(value: unknown, name: string): number {
   if (value === undefined) throw wrongType(name, "a number", value);

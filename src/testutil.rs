@@ -95,5 +95,6 @@ pub fn acquire_options(
         sequence: crate::lock::table::next_id(),
         held_by_caller: Vec::new(),
         on_contended: None,
+        mode: Default::default(),
     })
 }

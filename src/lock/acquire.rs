@@ -31,7 +31,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use crate::sys::os::fs::Mode;
 use crate::sys::os::io::Errno;
 
 use crate::fs::fsx;
@@ -44,8 +43,8 @@ use crate::lock::head_threads;
 use crate::lock::names;
 use crate::lock::observe::{Observation, Owner, glance_record, observe};
 use crate::lock::publish::{
-    self, Attempted, PastCache, Publication, PublishError, Published, Staged, StagedPublication,
-    Takeover, publish, publish_over,
+    self, Attempted, LockMode, PastCache, Publication, PublishError, Published, Staged,
+    StagedPublication, Takeover, publish, publish_over,
 };
 use crate::lock::record::OwnerRecord;
 use crate::lock::release;
@@ -85,6 +84,9 @@ pub struct AcquireOptions {
     /// waiting for one of them would wait for itself.
     pub held_by_caller: Vec<u64>,
     pub on_contended: Option<ContendedHook>,
+    /// The lock directory's permission bits (and its record's, and those of
+    /// the parents it makes): `mode`.
+    pub mode: LockMode,
 }
 
 /// Why an acquisition ended without the lock.
@@ -1009,12 +1011,17 @@ impl Attempts {
                 .map(|published| published.ok_or(None))
         } else {
             let parent_id = (key.parent.dev, key.parent.ino);
-            publish::publish_or_stage(parent.as_fd(), parent_id, &self.lock_name, &record).map(
-                |attempted| match attempted {
-                    Attempted::Published(published) => Ok(published),
-                    Attempted::Contended(staged) => Err(staged),
-                },
+            publish::publish_or_stage(
+                parent.as_fd(),
+                parent_id,
+                &self.lock_name,
+                &record,
+                self.options.mode,
             )
+            .map(|attempted| match attempted {
+                Attempted::Published(published) => Ok(published),
+                Attempted::Contended(staged) => Err(staged),
+            })
         };
         match outcome {
             Ok(Ok(published)) => {
@@ -1334,7 +1341,7 @@ impl Attempts {
     /// Symlinks in the existing part of the path are followed on purpose:
     /// aliased paths name the same lock, keyed by the directory itself.
     fn make_parent(&mut self) -> Result<OwnedFd, AcquireError> {
-        fsx::open_or_create_dir(&self.parent_path, Mode::from_raw_mode(0o700))
+        fsx::open_or_create_dir(&self.parent_path, self.options.mode.dir())
             .map_err(|errno| self.io(errno, "cannot create the lock's parent directory"))
     }
 
@@ -1442,10 +1449,12 @@ impl Attempts {
         if !looks_first && fsx::stat_nofollow(parent, &self.lock_name).is_ok() {
             return Ok(None);
         }
-        Ok(match publish(parent, &self.lock_name, record)? {
-            Publication::Published(published) => Some(published),
-            Publication::Contended => None,
-        })
+        Ok(
+            match publish(parent, &self.lock_name, record, self.options.mode)? {
+                Publication::Published(published) => Some(published),
+                Publication::Contended => None,
+            },
+        )
     }
 
     /// Stages our record while the lock is held, so that the wake-up that
@@ -1457,7 +1466,7 @@ impl Attempts {
         if self.staged.is_some() || Instant::now() >= self.deadline {
             return Ok(());
         }
-        match Staged::new(parent, &self.lock_name, &self.record()) {
+        match Staged::new(parent, &self.lock_name, &self.record(), self.options.mode) {
             Ok(staged) => self.staged = Some(staged),
             Err(PublishError::Os(Errno::NOENT)) => {}
             Err(error) => return Err(self.publish_error(error)),
@@ -1559,7 +1568,7 @@ impl Attempts {
         }
         let mut staged = match self.staged.take() {
             Some(staged) if staged.fits(parent, record) => staged,
-            _ => match Staged::new(parent, &self.lock_name, record) {
+            _ => match Staged::new(parent, &self.lock_name, record, self.options.mode) {
                 Ok(staged) => staged,
                 Err(PublishError::Os(Errno::NOENT)) => return Ok(Some(Judged::Retry)),
                 Err(error) => return Err(self.publish_error(error)),
@@ -1655,7 +1664,7 @@ impl Attempts {
             Ok(None) => {
                 // Our staging is gone, or its name holds something else.
                 self.staged = None;
-                publish_over(parent, &self.lock_name, record, judged)
+                publish_over(parent, &self.lock_name, record, self.options.mode, judged)
             }
             Err(error) => Err(error),
         };
@@ -1973,7 +1982,15 @@ mod tests {
         let mut attempts = Attempts::new(options).unwrap();
         let parent = fsx::open_anchor(dir).unwrap();
         let record = attempts.record();
-        attempts.staged = Some(Staged::new(parent.as_fd(), &attempts.lock_name, &record).unwrap());
+        attempts.staged = Some(
+            Staged::new(
+                parent.as_fd(),
+                &attempts.lock_name,
+                &record,
+                LockMode::PRIVATE,
+            )
+            .unwrap(),
+        );
         attempts.watch = Watch::new(parent.as_fd(), &attempts.lock_name);
         assert!(
             attempts.watch.is_some(),
@@ -2009,8 +2026,13 @@ mod tests {
     fn elder_of(dir: &Path, file: &str) -> Staged {
         elders::OURS_ARE_OTHERS.with(|ours| ours.set(true));
         let parent = fsx::open_anchor(dir).unwrap();
-        let elder =
-            Staged::new(parent.as_fd(), OsStr::new(&format!("{file}.lock")), b"{}").unwrap();
+        let elder = Staged::new(
+            parent.as_fd(),
+            OsStr::new(&format!("{file}.lock")),
+            b"{}",
+            LockMode::PRIVATE,
+        )
+        .unwrap();
         // The next staging's ctime is later even at a coarse clock tick.
         std::thread::sleep(Duration::from_millis(30));
         elder
@@ -2166,7 +2188,13 @@ mod tests {
             waiter_behind("elder-none", Duration::from_secs(30), false);
         // Staged after ours: it stands behind us.
         let parent = fsx::open_anchor(&dir).unwrap();
-        let later = Staged::new(parent.as_fd(), OsStr::new("elder-none.lock"), b"{}").unwrap();
+        let later = Staged::new(
+            parent.as_fd(),
+            OsStr::new("elder-none.lock"),
+            b"{}",
+            LockMode::PRIVATE,
+        )
+        .unwrap();
         let started = Instant::now();
         let holder = releases_after(lock, Duration::from_millis(100));
         // Woken by the name, and nobody before it to wait for: not after a

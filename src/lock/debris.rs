@@ -944,6 +944,7 @@ mod tests {
             parent.as_fd(),
             OsStr::new("a.lock"),
             br#"{"pid":1,"timestamp":1}"#,
+            crate::lock::publish::LockMode::PRIVATE,
         )
         .unwrap();
         for _ in 0..5 {
