@@ -1261,11 +1261,12 @@ impl Attempts {
     /// Records a publication as this process's held generation.
     fn held(&self, key: LockKey, parent: OwnedFd, published: Published, record: Vec<u8>) -> Claim {
         let releases_inline = fastpath::is_fast_dir(&self.parent_path, &key.parent);
+        let parent = table::share_parent(&key.parent, parent);
         Claim::new(table::insert_held(Generation {
             id: table::next_id(),
             key,
             lock_path: self.lock_path.clone(),
-            parent: ClosedLater::new(parent),
+            parent,
             parent_path: self.parent_path.clone(),
             lock_name: self.lock_name.clone(),
             root: ClosedLater::new(published.root),

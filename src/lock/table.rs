@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::sys::os::fd::BorrowedFd;
+use crate::sys::os::fd::{BorrowedFd, OwnedFd};
 use crate::sys::os::io::Errno;
 
 use crate::fs::fsx;
@@ -55,8 +55,10 @@ pub struct Generation {
     /// The lock's path as the caller named it, for messages.
     pub lock_path: PathBuf,
     /// The parent directory, opened when the lock was published; release
-    /// works relative to it even if the path is renamed meanwhile.
-    pub parent: ClosedLater,
+    /// works relative to it even if the path is renamed meanwhile. One
+    /// descriptor for every generation held in that directory (see
+    /// [`share_parent`]).
+    pub parent: Arc<ClosedLater>,
     pub parent_path: PathBuf,
     pub lock_name: OsString,
     /// The published directory, held open so its inode number cannot be
@@ -114,6 +116,9 @@ struct Table {
     /// Acquisitions on their way to a queue, by lock name: each one's
     /// sequence and the lock path it was called with (see [`Arrival`]).
     arriving: HashMap<OsString, Vec<(u64, PathBuf)>>,
+    /// The descriptors of the directories held generations live in, one per
+    /// directory (see [`share_parent`]).
+    parents: HashMap<fsx::DirIdentity, std::sync::Weak<ClosedLater>>,
     /// Synchronous acquisitions blocked in [`same_path_still_arriving`]:
     /// only then does an arrival's end signal [`ARRIVAL_ENDED`] (a
     /// syscall, even with nobody waiting).
@@ -274,6 +279,29 @@ pub fn anyone_queued_for(key: &LockKey) -> bool {
 pub fn nobody_waits_for(key: &LockKey) -> bool {
     let table = table();
     !table.arriving.contains_key(&key.name) && !table.queues.contains_key(key)
+}
+
+/// The descriptor of the directory `identity` that this process's held
+/// generations share: the one already held for it, if a generation there
+/// still holds it (then `opened` goes to be closed), else `opened`. A lock
+/// needs its parent pinned for its release; one descriptor per lock made a
+/// process holding many locks in one directory keep as many descriptors
+/// for that one directory (10 000 held locks: EMFILE under a limit of
+/// 20 000). The pinned directory's inode cannot be recycled while any
+/// generation holds it, so its identity names it alone.
+pub fn share_parent(identity: &fsx::DirIdentity, opened: OwnedFd) -> Arc<ClosedLater> {
+    let mut table = table();
+    if let Some(shared) = table.parents.get(identity).and_then(std::sync::Weak::upgrade) {
+        drop(ClosedLater::new(opened));
+        return shared;
+    }
+    // Forgotten directories are let go of now and then, not at each release.
+    if table.parents.len() >= 1024 {
+        table.parents.retain(|_, shared| shared.strong_count() > 0);
+    }
+    let shared = Arc::new(ClosedLater::new(opened));
+    table.parents.insert(*identity, Arc::downgrade(&shared));
+    shared
 }
 
 /// Records a freshly published generation as held.
