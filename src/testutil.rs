@@ -96,5 +96,6 @@ pub fn acquire_options(
         held_by_caller: Vec::new(),
         on_contended: None,
         mode: Default::default(),
+        on_behalf_of: None,
     })
 }

@@ -116,6 +116,9 @@ pub struct AcquireRequest {
     pub held_by_caller: Option<Vec<String>>,
     /// `mode`: the lock directory's permission bits (validated by the facade).
     pub mode: Option<u32>,
+    /// A child of this process to hold the lock in the name of (`exactlock
+    /// run`; not part of the public API).
+    pub on_behalf_of: Option<u32>,
 }
 
 #[napi(object)]
@@ -242,6 +245,7 @@ fn options_of(
             .collect(),
         on_contended,
         mode: request.mode.and_then(LockMode::new).unwrap_or_default(),
+        on_behalf_of: request.on_behalf_of,
     })
 }
 
@@ -308,6 +312,7 @@ pub fn acquire_first_attempt_native(
         cancel_token: None,
         held_by_caller,
         mode,
+        on_behalf_of: None,
     };
     let scope = scope_of(&env)?;
     let file_path = request.file_path.clone();

@@ -87,6 +87,9 @@ pub struct AcquireOptions {
     /// The lock directory's permission bits (and its record's, and those of
     /// the parents it makes): `mode`.
     pub mode: LockMode,
+    /// A child of this process the lock is held in the name of (its record
+    /// names that child: `exactlock run`'s command), or `None`: this one.
+    pub on_behalf_of: Option<u32>,
 }
 
 /// Why an acquisition ended without the lock.
@@ -1051,6 +1054,10 @@ impl Attempts {
         // release can remove.
         names::check(&lock_name).map_err(|too_long| name_too_long(&lock_path, too_long))?;
         let this = incarnation::this_process().map_err(|_| proc_missing(&lock_path))?;
+        let this = match options.on_behalf_of {
+            None => this,
+            Some(pid) => Arc::new(owner_child(pid).ok_or_else(|| child_gone(&lock_path, pid))?),
+        };
         let budget = options.budget;
         Ok(Attempts {
             options,
@@ -1845,6 +1852,28 @@ fn next_step(errno: Errno) -> &'static str {
             "this process is out of file descriptors: close some, or raise the limit"
         }
         _ => "check the filesystem that holds the lock (dmesg, the mount), then retry",
+    }
+}
+
+/// The identity of the child `pid` a lock is to be held for (see
+/// [`incarnation::of_child`]); unix only (no such child elsewhere).
+fn owner_child(pid: u32) -> Option<ThisProcess> {
+    #[cfg(unix)]
+    return incarnation::of_child(pid);
+    #[cfg(not(unix))]
+    return None;
+}
+
+/// The child a lock was to be held for is not running.
+fn child_gone(lock_path: &Path, pid: u32) -> AcquireError {
+    AcquireError::Io {
+        lock_path: lock_path.to_path_buf(),
+        code: "ESRCH",
+        message: format!(
+            "Failed to acquire file lock at {} in the name of pid {pid}: that process is not \
+             running (or its start cannot be read), so no record could name it.",
+            lock_path.display()
+        ),
     }
 }
 
