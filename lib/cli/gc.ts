@@ -31,9 +31,11 @@ removes a live, foreign-host, malformed, ownerless or symlinked lock.
 
 It also judges what killed processes leave beside a lock: staging
 directories (F.lock.pending.<pid>.<uuid>) and quarantine directories
-(F.lock.removing.<pid>.<uuid>, and the old fixed F.lock.removing). One is
+(F.lock.removing.<pid>.<uuid>, and the old fixed F.lock.removing, with the
+F.lock.removing.owner record upstream 0.18 writes beside it). One is
 removed only when its content is a lock's (one owner record, or nothing)
-and its owner is proven dead; anything else there is kept and reported.
+and its owner is proven dead (for 0.18's, the remover its record names);
+anything else there is kept and reported.
 
 Options:
   --dry-run              decide and print, remove nothing
@@ -116,7 +118,7 @@ function isLockName(name: string): boolean {
 
 /** A name the native core may judge as debris (it decides; this only finds). */
 function isDebrisName(name: string): boolean {
-  return /\.lock\.(pending|removing)\./.test(name) || (name.endsWith(".lock.removing") && name.length > 14);
+  return /\.lock\.(pending|removing)\./.test(name) || /.\.lock\.removing(\.owner)?$/.test(name);
 }
 
 /** What to do with one directory entry: a candidate, a directory to descend, or nothing. */

@@ -24,7 +24,7 @@ pub struct StagingResultJs {
     pub status: String,
     pub removed: bool,
     pub reason: String,
-    #[napi(ts_type = "\"staging\" | \"quarantine\" | \"legacy_quarantine\"")]
+    #[napi(ts_type = "\"staging\" | \"quarantine\" | \"legacy_quarantine\" | \"removal_record\"")]
     pub kind: String,
     /// The directory as examined, to bind a verdict given by the caller.
     pub root: Option<RootIdJs>,
@@ -79,7 +79,7 @@ pub struct DebrisListing {
 /// Examines the debris in `dir` — of the lock named `lockName`, or of every
 /// lock — and with `remove`, removes what is provably abandoned: at most
 /// `limit` candidates, of the kinds listed (`staging`, `quarantine`,
-/// `legacy_quarantine`).
+/// `legacy_quarantine`, `removal_record`).
 /// `ownerHostId` and `previousOwnerHostIds` judge host-qualified records as
 /// a process with them would (and make a name's bare pid unjudgeable).
 #[napi]

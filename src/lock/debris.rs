@@ -10,7 +10,9 @@
 //!   detaching a verified tree and deleting it (the tree, or its emptied
 //!   root);
 //! - the old fixed `<lock>.removing` of earlier versions and of the
-//!   original module.
+//!   original module, and upstream 0.18's record of its remover beside it,
+//!   `<lock>.removing.owner` (see [`crate::lock::transition`]): with such a
+//!   record, the quarantine is judged by its remover's liveness.
 //!
 //! A candidate is removed only when its content proves it is a lock's and
 //! its owner is proven gone, and only while nobody works on it: removers
@@ -56,6 +58,7 @@ use crate::lock::acquire::now_ns;
 use crate::lock::identity::{info_entry, is_empty_dir};
 use crate::lock::observe::{Observation, Owner, observe};
 use crate::lock::publish::STAGING_TAG;
+use crate::lock::transition;
 use crate::lock::verdict::{HostPolicy, Liveness, Observer, liveness_of};
 use crate::sys::errno::is_flock_unsupported;
 
@@ -78,6 +81,8 @@ pub enum Kind {
     Staging,
     Quarantine,
     LegacyQuarantine,
+    /// Upstream 0.18's `<lock>.removing.owner`: a file, not a directory.
+    RemovalRecord,
 }
 
 impl Kind {
@@ -86,6 +91,7 @@ impl Kind {
             Kind::Staging => "staging",
             Kind::Quarantine => "quarantine",
             Kind::LegacyQuarantine => "legacy_quarantine",
+            Kind::RemovalRecord => "removal_record",
         }
     }
 }
@@ -159,6 +165,12 @@ pub fn classify_name(name: &OsStr) -> Option<(&OsStr, Kind, Option<u32>)> {
         (lock, Kind::Staging, Some(pid))
     } else if let Some((lock, pid)) = fsx::parse_tagged_name(name, QUARANTINE_TAG) {
         (lock, Kind::Quarantine, Some(pid))
+    } else if let Some(quarantine) = name
+        .as_encoded_bytes()
+        .strip_suffix(transition::RECORD_SUFFIX.as_bytes())
+    {
+        let lock = quarantine.strip_suffix(LEGACY_QUARANTINE_SUFFIX)?;
+        (crate::sys::os::os_str(lock)?, Kind::RemovalRecord, None)
     } else {
         let lock = name
             .as_encoded_bytes()
@@ -192,6 +204,19 @@ pub fn decide(
     let Some((_, kind, name_pid)) = classify_name(name) else {
         return keep(name, Kind::Staging, None, "unverified_staging_directory");
     };
+    match kind {
+        Kind::RemovalRecord => {
+            return decide_lone_remover_record(parent, name, policy, judge, remove);
+        }
+        Kind::LegacyQuarantine => match transition::read(parent, &transition::record_name(name)) {
+            transition::Found::Absent => {}
+            transition::Found::Invalid => return keep(name, kind, None, "invalid_removal_record"),
+            transition::Found::Valid(record) => {
+                return decide_transition(parent, name, &record, policy, judge, remove);
+            }
+        },
+        Kind::Staging | Kind::Quarantine => {}
+    }
     let kept = |reason| keep(name, kind, None, reason);
     let dir = match fsx::stat_nofollow(parent, name) {
         Err(Errno::NOENT) => return kept("enoent_already_gone"),
@@ -259,12 +284,9 @@ pub fn decide(
         }
         _ => return kept("unverified_staging_directory").at(root),
     };
-    let reason = match status {
-        Status::Alive => "file_lock_staging_owner_alive",
-        Status::Dead => "file_lock_staging_owner_dead",
-        Status::Unknown => "file_lock_staging_owner_unknown",
-    };
-    let decision = keep(name, kind, pid, reason).with_status(status).at(root);
+    let decision = keep(name, kind, pid, staging_reason(status))
+        .with_status(status)
+        .at(root);
     if !(remove && status == Status::Dead) {
         return decision;
     }
@@ -273,6 +295,118 @@ pub fn decide(
         removed: removed == "removed",
         reason: removed,
         ..decision
+    }
+}
+
+/// Upstream 0.18's quarantine `name` with its remover's valid `record`
+/// beside it (see [`crate::lock::transition`]): judged by the remover, not
+/// by what its emptied files say; removed, record and all, once the
+/// remover is proven dead and the quarantine is the directory it names.
+fn decide_transition(
+    parent: BorrowedFd<'_>,
+    name: &OsStr,
+    record: &transition::RemoverRecord,
+    policy: &HostPolicy,
+    judge: &Judge,
+    remove: bool,
+) -> Decision {
+    let pid = record.owner.pid_u32();
+    let kept = |reason| keep(name, Kind::LegacyQuarantine, pid, reason);
+    let dir = match fsx::open_child_dir(parent, name) {
+        Ok(dir) => dir,
+        Err(Errno::NOENT) => return kept("enoent_already_gone"),
+        Err(_) => return kept("unverified_staging_directory"),
+    };
+    let Some(_turn) = take_turn(dir.as_fd()) else {
+        return kept("busy");
+    };
+    let snapshot = match tree::snapshot_tree_at(parent, name) {
+        Ok(snapshot) if (snapshot.root_dev, snapshot.root_ino) == record.root => snapshot,
+        // Not the directory its record is about, or nothing a snapshot reads.
+        _ => return kept("unverified_staging_directory"),
+    };
+    let Some(root) = RootId::of(&snapshot) else {
+        return kept("unverified_staging_directory");
+    };
+    if !crate::lock::guard::names_root(dir.as_fd(), &snapshot) {
+        return kept("unverified_staging_directory");
+    }
+    if policy.is_foreign(record.owner.owner_host_id.as_deref()) {
+        return kept("host_qualified_staging_owner").at(root);
+    }
+    let status = record_status(&record.owner, judge, root);
+    let decision = kept(staging_reason(status)).with_status(status).at(root);
+    if !(remove && status == Status::Dead) {
+        return decision;
+    }
+    let removed = remove_judged(parent, name, &snapshot, dir);
+    if removed == "removed" {
+        transition::remove_record(parent, &transition::record_name(name), record);
+    }
+    Decision {
+        removed: removed == "removed",
+        reason: removed,
+        ..decision
+    }
+}
+
+/// Upstream 0.18's remover record `name` (`F.lock.removing.owner`) with no
+/// quarantine beside it (its remover was killed after removing that, or
+/// before making it): removed exactly once its remover is proven dead.
+/// With its quarantine there, the quarantine's decision judges both.
+fn decide_lone_remover_record(
+    parent: BorrowedFd<'_>,
+    name: &OsStr,
+    policy: &HostPolicy,
+    judge: &Judge,
+    remove: bool,
+) -> Decision {
+    let kept = |pid, reason| keep(name, Kind::RemovalRecord, pid, reason);
+    let quarantine = name
+        .as_encoded_bytes()
+        .strip_suffix(transition::RECORD_SUFFIX.as_bytes())
+        .and_then(crate::sys::os::os_str)
+        .unwrap_or(name);
+    if fsx::stat_nofollow(parent, quarantine).is_ok() {
+        return kept(None, "removal_in_progress");
+    }
+    let record = match transition::read(parent, name) {
+        transition::Found::Valid(record) => record,
+        transition::Found::Absent => return kept(None, "enoent_already_gone"),
+        transition::Found::Invalid => return kept(None, "invalid_removal_record"),
+    };
+    let pid = record.owner.pid_u32();
+    if policy.is_foreign(record.owner.owner_host_id.as_deref()) {
+        return kept(pid, "host_qualified_staging_owner");
+    }
+    // A file: no directory to bind a caller's probe to (it judges stagings).
+    let unbound = RootId {
+        dev: record.root.0,
+        ino: record.root.1,
+        ctime_ns: 0,
+    };
+    let status = match judge {
+        Judge::Kernel => record_status(&record.owner, judge, unbound),
+        Judge::Given { .. } => Status::Unknown,
+    };
+    let decision = kept(pid, staging_reason(status)).with_status(status);
+    if !(remove && status == Status::Dead) {
+        return decision;
+    }
+    let removed = transition::remove_record(parent, name, &record);
+    Decision {
+        removed: removed == "removed",
+        reason: removed,
+        ..decision
+    }
+}
+
+/// The reason a decision on an owner in `status` gives.
+fn staging_reason(status: Status) -> &'static str {
+    match status {
+        Status::Alive => "file_lock_staging_owner_alive",
+        Status::Dead => "file_lock_staging_owner_dead",
+        Status::Unknown => "file_lock_staging_owner_unknown",
     }
 }
 
@@ -338,9 +472,6 @@ fn remove_judged(
     snapshot: &TreeSnapshot,
     _turn: OwnedFd,
 ) -> &'static str {
-    // A staged record is exactly one regular `info`; anything else inside
-    // was refused above, so an identity mismatch here means a change.
-    debug_assert!(info_entry(snapshot).is_some() || is_empty_dir(snapshot));
     let outcome = tree::remove_tree_in_place_at(parent, name, snapshot);
     match (outcome.ok, outcome.code) {
         (true, _) | (false, Some("not_found")) => "removed",
@@ -486,7 +617,12 @@ fn has_a_records_shape(dir: BorrowedFd<'_>) -> bool {
 }
 
 /// Every kind of debris.
-pub const ALL_KINDS: &[Kind] = &[Kind::Staging, Kind::Quarantine, Kind::LegacyQuarantine];
+pub const ALL_KINDS: &[Kind] = &[
+    Kind::Staging,
+    Kind::Quarantine,
+    Kind::LegacyQuarantine,
+    Kind::RemovalRecord,
+];
 
 /// Examines (and with `remove`, removes what is provably abandoned of) the
 /// debris of `lock_name` (or of every lock) in `parent`.

@@ -22,5 +22,6 @@ pub mod record;
 pub mod release;
 pub mod report;
 pub mod table;
+pub mod transition;
 pub mod verdict;
 pub mod volume;

@@ -291,7 +291,11 @@ pub fn nobody_waits_for(key: &LockKey) -> bool {
 /// generation holds it, so its identity names it alone.
 pub fn share_parent(identity: &fsx::DirIdentity, opened: OwnedFd) -> Arc<ClosedLater> {
     let mut table = table();
-    if let Some(shared) = table.parents.get(identity).and_then(std::sync::Weak::upgrade) {
+    if let Some(shared) = table
+        .parents
+        .get(identity)
+        .and_then(std::sync::Weak::upgrade)
+    {
         drop(ClosedLater::new(opened));
         return shared;
     }
