@@ -159,6 +159,24 @@ describe("exactlock run", () => {
     expect((await runCli(["help", "nope"])).status).toBe(2);
   });
 
+  it("flock's flags that run has none for are named, with what to do instead (issue 41, item 11)", async () => {
+    for (const [flag, words] of [
+      ["-s", "exclusive only"],
+      ["-x", "always exclusive"],
+      ["-c", "sh -c 'CMD'"],
+      ["--timeout=5", "-w/--wait"],
+      ["--verbose", "NODE_DEBUG=exactlock"],
+    ] as const) {
+      const result = await runCli(["run", flag, path.join(dir, "state.json"), "--", "true"]);
+      expect(result.status, flag).toBe(2);
+      const [first] = result.stderr.split("\n");
+      expect(first, flag).toBe(`exactlock: unknown option ${flag.split("=")[0]}: ${first!.split(": ").slice(2).join(": ")}`);
+      expect(first, flag).toContain(words);
+      // Not the parser's generic advice, cut at its line end mid-quote.
+      expect(first, flag).not.toContain("positional argument");
+    }
+  });
+
   it("run --help names flock's equivalents", async () => {
     const help = await runCli(["run", "--help"]);
     expect(help.status).toBe(0);

@@ -24,8 +24,17 @@ export interface Parsed {
   positionals: string[];
 }
 
-/** Parses `argv` against `spec`; unknown flags and missing values are usage errors. */
-export function parseFlags(command: string, argv: string[], spec: FlagSpec): Parsed {
+/**
+ * Parses `argv` against `spec`; unknown flags and missing values are usage
+ * errors. An unknown flag is named, with `hints[flag]` when another tool's
+ * flag of that name has an equivalent here (flock's, for `run`).
+ */
+export function parseFlags(
+  command: string,
+  argv: string[],
+  spec: FlagSpec,
+  hints: Readonly<Record<string, string>> = {},
+): Parsed {
   try {
     const { values, positionals } = parseArgs({
       args: argv,
@@ -35,7 +44,13 @@ export function parseFlags(command: string, argv: string[], spec: FlagSpec): Par
     });
     return { flags: values as Parsed["flags"], positionals };
   } catch (error) {
-    throw new UsageError((error as Error).message.split("\n")[0] ?? String(error), command);
+    const { code, message } = error as NodeJS.ErrnoException;
+    const unknown = code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" ? /'([^']+)'/.exec(message)?.[1] : undefined;
+    if (unknown !== undefined) {
+      const flag = unknown.split("=")[0]!;
+      throw new UsageError(`unknown option ${flag}${hints[flag] ? `: ${hints[flag]}` : ""}`, command);
+    }
+    throw new UsageError(message.split("\n")[0] ?? String(error), command);
   }
 }
 

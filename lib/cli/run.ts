@@ -84,6 +84,23 @@ const RUN_FLAGS = {
   "owner-host-id": { type: "string" },
 } as const;
 
+/** flock(1)'s flags that `run` has no flag for, and what to do instead. */
+const FLOCK_HINTS: Readonly<Record<string, string>> = {
+  "-s": "exactlock's locks are exclusive only (there is no shared mode yet): drop -s",
+  "--shared": "exactlock's locks are exclusive only (there is no shared mode yet): drop --shared",
+  "-x": "exactlock's locks are always exclusive: drop -x",
+  "-e": "exactlock's locks are always exclusive: drop -e",
+  "--exclusive": "exactlock's locks are always exclusive: drop --exclusive",
+  "-c": "run takes CMD and its arguments directly, not a shell string: exactlock run FILE sh -c 'CMD'",
+  "--command": "run takes CMD and its arguments directly, not a shell string: exactlock run FILE sh -c 'CMD'",
+  "--timeout": "flock's --timeout is -w/--wait here (seconds, or inf)",
+  "--verbose": "run has no --verbose: NODE_DEBUG=exactlock prints each step of the lock on stderr",
+  "-u": "there is nothing to unlock by hand: the lock is released when CMD exits",
+  "--unlock": "there is nothing to unlock by hand: the lock is released when CMD exits",
+  "-o": "not needed: CMD inherits no lock descriptor (the lock is held in CMD's name)",
+  "--close": "not needed: CMD inherits no lock descriptor (the lock is held in CMD's name)",
+};
+
 /** Whether the flag token `token` (`-w`, `--wait`, `-w2`, `--wait=2`) takes the next token as its value. */
 function takesNextValue(token: string): boolean {
   if (token.includes("=")) return false;
@@ -132,7 +149,7 @@ function waitFlag(raw: string | boolean | undefined, fallbackMs: number): number
 
 function parseRunArgs(argv: string[]): RunOptions | "help" {
   const { own, command, dashes } = splitCommand(argv);
-  const { flags, positionals } = parseFlags("run", own, RUN_FLAGS);
+  const { flags, positionals } = parseFlags("run", own, RUN_FLAGS, FLOCK_HINTS);
   if (flags.help) return "help";
   if (!dashes && command?.[0]?.startsWith("-")) {
     throw new UsageError(
