@@ -265,6 +265,7 @@ function lockOptionRows(call: (options: unknown, dir: string) => unknown): Row[]
     row("inlineFastPath null", TYPE, /^inlineFastPath must be a boolean; received null$/, (d) =>
       call({ inlineFastPath: null }, d),
     ),
+    row('fence "yes"', TYPE, /^fence must be a boolean; received type string \("yes"\)$/, (d) => call({ fence: "yes" }, d)),
     row('mode "770"', TYPE, /^mode must be a number; received type string \("770"\)$/, (d) => call({ mode: "770" }, d)),
     ...[
       ["0o600 (no owner x)", 0o600, "0o600"],

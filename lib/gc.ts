@@ -150,6 +150,8 @@ export interface LockInspection {
   reason: LockReason;
   /** One sentence, as an error message would put it. */
   description: string;
+  /** The last fencing token handed out for this lock, if it was ever acquired with `fence: true`. */
+  fence?: bigint;
 }
 
 export interface InspectOptions {
@@ -177,6 +179,7 @@ export async function inspectLock(filePath: string | URL, options?: InspectOptio
     reason: info.reason as LockReason,
     description: info.state === "free" ? "free" : describeHolder(info, hosts.ownerHostId !== undefined),
   };
+  if (result.fence != null) inspection.fence = BigInt(result.fence);
   if (info.state === "record" && info.pid != null && info.timestamp != null) {
     inspection.holder = {
       pid: info.pid,

@@ -41,7 +41,12 @@ import { validateCount, validateFunction, validateLockFilePath, validateOptional
  * (replaced) — the moment someone else removes or replaces the held lock;
  * it is watched (inotify) only once `signal` is read, until the release.
  */
-export type LockRelease = (() => Promise<void>) & AsyncDisposable & { readonly signal: AbortSignal };
+export type LockRelease = (() => Promise<void>) &
+  AsyncDisposable & {
+    readonly signal: AbortSignal;
+    /** The lock's fencing token, when it was acquired with `fence: true`. */
+    readonly fence?: bigint;
+  };
 
 export const FILE_LOCK_RELEASE_RETRY_ATTEMPTS = 5;
 export const FILE_LOCK_RELEASE_RETRY_DELAY_MS = 10;
@@ -262,6 +267,8 @@ interface Equipped {
   called?: Ending;
   /** An async release's call still in flight (which `called` is set by), for a disposal to wait out. */
   ending?: Promise<void>;
+  /** Its lock's fencing token, when asked for (`fence: true`). */
+  fence?: bigint;
   /** Its disposer, made the first time a dispose key is read. */
   disposer?: () => unknown;
 }
@@ -303,6 +310,12 @@ function releasePrototype(
     signal: {
       get(this: object) {
         return equippedOf(this, "read `signal` from").listeners.signal;
+      },
+      enumerable: true,
+    },
+    fence: {
+      get(this: object) {
+        return equippedOf(this, "read `fence` from").fence;
       },
       enumerable: true,
     },
@@ -424,9 +437,11 @@ const makeRelease = (function makeRelease(
   lockPath: string,
   inline: boolean,
   onCompromised: ((error: FileLockError) => void) | undefined,
+  fenced: boolean,
 ): LockRelease {
   let inflight: Promise<void> | undefined;
   const equipped: Equipped = { listeners: new LossListeners(generation, onCompromised) };
+  if (fenced) equipped.fence = fenceOf(generation);
   const release = () => {
     equipped.listeners.stop();
     if (!inflight) {
@@ -521,16 +536,28 @@ export interface HeldFileLock {
    * the work that must stop then. Watched from its first read.
    */
   readonly signal: AbortSignal;
+  /** The lock's fencing token, when it was acquired with `fence: true`. */
+  readonly fence?: bigint;
 }
 
-const heldFileLock = (function heldFileLock(lockPath: string, release: { readonly signal: AbortSignal }): HeldFileLock {
+const heldFileLock = (function heldFileLock(
+  lockPath: string,
+  release: { readonly signal: AbortSignal; readonly fence?: bigint },
+): HeldFileLock {
   return Object.freeze({
     lockPath,
     get signal() {
       return release.signal;
     },
+    fence: release.fence,
   });
 });
+
+/** The fencing token a held generation was given (the core keeps it). */
+function fenceOf(generation: string): bigint | undefined {
+  const value = native.fenceOfNative(generation);
+  return value == null ? undefined : BigInt(value);
+}
 
 /**
  * {@link acquireLock} in the name of `pid`, a child this process started
@@ -592,7 +619,7 @@ async function acquire(
   }
   let release: LockRelease;
   try {
-    release = makeRelease(generation, lockPath, resolved.inlineFastPath, resolved.onCompromised);
+    release = makeRelease(generation, lockPath, resolved.inlineFastPath, resolved.onCompromised, resolved.fence);
   } catch (watchError) {
     // The loss watch `onCompromised` asks for could not be made: the lock
     // goes back rather than to a caller who was promised that watch.
@@ -620,6 +647,7 @@ function requestOf(path: string, resolved: ResolvedOptions, heldByCaller: string
     previousOwnerHostIds: resolved.previousOwnerHostIds,
     heldByCaller,
     mode: resolved.mode,
+    fence: resolved.fence,
   };
 }
 
@@ -646,6 +674,7 @@ function firstAttempt(
     options.previousOwnerHostIds,
     heldByCaller,
     options.mode,
+    options.fence,
   );
   return answer ?? undefined;
 }
@@ -743,7 +772,12 @@ export async function withFileLock<T>(
  * also `using`-disposable (a disposal after a release call that is done
  * adds nothing; after a transient failure it releases again).
  */
-export type LockReleaseSync = (() => void) & Disposable & { readonly signal: AbortSignal };
+export type LockReleaseSync = (() => void) &
+  Disposable & {
+    readonly signal: AbortSignal;
+    /** The lock's fencing token, when it was acquired with `fence: true`. */
+    readonly fence?: bigint;
+  };
 
 /**
  * Acquires the lock for `filePath` on the calling thread, which it BLOCKS
@@ -794,6 +828,7 @@ function acquireSync(
     throw watchError;
   }
   const equipped: Equipped = { listeners };
+  if (resolved.fence) equipped.fence = fenceOf(generation);
   const release = equipRelease(
     () => {
       listeners.stop();

@@ -77,6 +77,19 @@ export interface FileLockOptions {
    * must keep the owner's `rwx` (`0o700`–`0o777`).
    */
   mode?: number;
+  /**
+   * Gives the lock a fencing token once won: `release.fence` (and
+   * `lock.fence` in `withFileLock`), a `bigint` strictly greater than every
+   * earlier fenced acquisition's of this path — across processes, crashes,
+   * reboots and hosts sharing the volume — and never handed out twice. Pass
+   * it to the storage you write under the lock, which rejects a write whose
+   * token is below the largest it has seen: a holder whose lock was lost
+   * (removed by hand, a network partition, a paused VM) cannot overwrite its
+   * successor's work. Kept in `F.lock.fence/` beside the lock; costs a rename
+   * and an `fsync` per acquisition (the token is on disk before it is
+   * handed out). Default false.
+   */
+  fence?: boolean;
 }
 
 /** The holder an acquisition found: the core's description, and the same in words. */
@@ -96,6 +109,7 @@ export const FILE_LOCK_OPTION_KEYS = [
   "previousOwnerHostIds",
   "inlineFastPath",
   "mode",
+  "fence",
 ] as const satisfies readonly (keyof FileLockOptions)[];
 
 export const DEFAULT_STALE_MS = 10_000;
@@ -116,6 +130,7 @@ export interface ResolvedOptions {
   previousOwnerHostIds: string[];
   inlineFastPath: boolean;
   mode?: number;
+  fence: boolean;
 }
 
 /** Validates `options` and applies the defaults. */
@@ -127,6 +142,7 @@ export function resolveOptions(options: FileLockOptions | undefined): ResolvedOp
     retryDelayMs: validateNonNegative(given.retryDelayMs, "retryDelayMs", DEFAULT_RETRY_DELAY_MS),
     ...validateHostIds(given.ownerHostId, given.previousOwnerHostIds),
     inlineFastPath: validateOptionalBoolean(given.inlineFastPath, "inlineFastPath") ?? true,
+    fence: validateOptionalBoolean(given.fence, "fence") ?? false,
   };
   const timeout = validateTimeout(given.timeout);
   if (timeout !== undefined) resolved.timeout = timeout;

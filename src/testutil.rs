@@ -97,5 +97,6 @@ pub fn acquire_options(
         on_contended: None,
         mode: Default::default(),
         on_behalf_of: None,
+        fence: false,
     })
 }

@@ -31,7 +31,9 @@ export function quantile(values: readonly number[], q: number): number | null {
 
 /** Writes one JSON document to stdout. */
 export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  // A bigint (a fencing token) as its decimal string: JSON has no integers that large.
+  const text = JSON.stringify(value, (_key, item: unknown) => (typeof item === "bigint" ? item.toString() : item), 2);
+  process.stdout.write(`${text}\n`);
 }
 
 /** Aligned `label  value` lines, indented. */

@@ -112,12 +112,16 @@ function ageLine(entry: StatusEntry): string {
 
 /** The text block for one FILE. */
 export function formatStatus(entry: StatusEntry): string {
-  if (entry.verdict === "free") return `${entry.filePath}: free\n${table([["lock", `${entry.lockPath} (absent)`]])}`;
+  const fence: Array<[string, string]> = entry.fence === undefined ? [] : [["fence", `${entry.fence} (the last token handed out)`]];
+  if (entry.verdict === "free") {
+    return `${entry.filePath}: free\n${table([["lock", `${entry.lockPath} (absent)`], ...fence])}`;
+  }
   const rows: Array<[string, string]> = [
     ["lock", entry.lockPath],
     ["holder", holderLine(entry)],
     ["age", ageLine(entry)],
     ["verdict", `${entry.stale ? "stale" : "not stale"} (${entry.reason}): ${entry.explanation}`],
+    ...fence,
   ];
   return `${entry.filePath}: ${entry.verdict}\n${table(rows)}`;
 }

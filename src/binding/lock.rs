@@ -119,6 +119,8 @@ pub struct AcquireRequest {
     /// A child of this process to hold the lock in the name of (`exactlock
     /// run`; not part of the public API).
     pub on_behalf_of: Option<u32>,
+    /// `fence`: give the lock a fencing token once won.
+    pub fence: Option<bool>,
 }
 
 #[napi(object)]
@@ -246,6 +248,7 @@ fn options_of(
         on_contended,
         mode: request.mode.and_then(LockMode::new).unwrap_or_default(),
         on_behalf_of: request.on_behalf_of,
+        fence: request.fence.unwrap_or(false),
     })
 }
 
@@ -300,6 +303,7 @@ pub fn acquire_first_attempt_native(
     previous_owner_host_ids: Option<Vec<String>>,
     held_by_caller: Option<Vec<String>>,
     mode: Option<u32>,
+    fence: Option<bool>,
 ) -> Result<Either<String, Option<LockFailure>>> {
     let request = AcquireRequest {
         file_path,
@@ -313,6 +317,7 @@ pub fn acquire_first_attempt_native(
         held_by_caller,
         mode,
         on_behalf_of: None,
+        fence,
     };
     let scope = scope_of(&env)?;
     let file_path = request.file_path.clone();
@@ -852,6 +857,8 @@ pub struct InspectResult {
     pub lock_path: String,
     pub holder: Option<HolderInfo>,
     pub failure: Option<LockFailure>,
+    /// The last fencing token handed out (decimal), if the lock was fenced.
+    pub fence: Option<String>,
 }
 
 /// `inspectLock`: read-only.
@@ -873,6 +880,7 @@ fn inspect_lock(file_path: String, stale_ms: f64, policy: &HostPolicy) -> Inspec
             lock_path: inspection.lock_path.to_string_lossy().into_owned(),
             holder: Some(HolderInfo::from(&inspection.holder)),
             failure: None,
+            fence: inspection.fence.map(|value| value.to_string()),
         },
         Err(errno) => InspectResult {
             lock_path: acquire::lock_path_of(&path).to_string_lossy().into_owned(),
@@ -882,8 +890,17 @@ fn inspect_lock(file_path: String, stale_ms: f64, policy: &HostPolicy) -> Inspec
                 "Failed to inspect file lock",
                 &file_path,
             )),
+            fence: None,
         },
     }
+}
+
+/// The fencing token of a held generation (decimal), if it was fenced.
+#[napi]
+pub fn fence_of_native(generation: String) -> Option<String> {
+    let id = generation.parse::<u64>().ok()?;
+    let held = crate::lock::table::held(id)?;
+    held.fence.get().map(|value| value.to_string())
 }
 
 /// Test seam: makes `step` fail with `code` the next `times` times (always

@@ -340,16 +340,21 @@ pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
 /// same call saw it: 2 plus its subdirectories on most filesystems (ext4,
 /// xfs, tmpfs, APFS), always 1 on some (btrfs, many network mounts).
 pub fn dir_identity_and_links(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64), Errno> {
-    let (mut identity, links) = dir_attributes(dir)?;
+    let (identity, links) = dir_attributes(dir)?;
     // overlayfs, like every mount without a device of its own, has major
     // 0: only those pay for the statfs.
     #[cfg(target_os = "linux")]
-    if identity.birth_ns != 0
+    let identity = if identity.birth_ns != 0
         && crate::sys::os::fs::major(identity.dev) == 0
         && crate::fs::probe::is_overlayfs(dir)
     {
-        identity.birth_ns = 0;
-    }
+        DirIdentity {
+            birth_ns: 0,
+            ..identity
+        }
+    } else {
+        identity
+    };
     Ok((identity, links))
 }
 

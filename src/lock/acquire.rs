@@ -38,6 +38,7 @@ use crate::fs::tree::{self, TreeSnapshot};
 use crate::lock::debris;
 use crate::lock::elders::{self, Elders};
 use crate::lock::fastpath;
+use crate::lock::fence;
 use crate::lock::guard::{self, Guarded};
 use crate::lock::head_threads;
 use crate::lock::names;
@@ -90,6 +91,8 @@ pub struct AcquireOptions {
     /// A child of this process the lock is held in the name of (its record
     /// names that child: `exactlock run`'s command), or `None`: this one.
     pub on_behalf_of: Option<u32>,
+    /// Whether the lock, once won, gets a fencing token (see [`fence`]).
+    pub fence: bool,
 }
 
 /// Why an acquisition ended without the lock.
@@ -131,6 +134,11 @@ pub struct Claim(Option<Arc<Generation>>);
 impl Claim {
     pub fn new(generation: Arc<Generation>) -> Self {
         Claim(Some(generation))
+    }
+
+    /// The generation claimed.
+    pub fn generation(&self) -> &Generation {
+        self.0.as_ref().expect("claimed until taken")
     }
 
     /// Takes ownership of the release.
@@ -1032,7 +1040,7 @@ impl Attempts {
                     "acquired {} (free, on the calling thread)",
                     self.lock_path.display()
                 );
-                Ok(Inline::Won(self.held(key, parent, published, record)))
+                Ok(Inline::Won(self.won(key, parent, published, record)?))
             }
             Ok(Err(staged)) => Ok(Inline::NotNow(staged.map(|staged| Handover {
                 staged,
@@ -1226,7 +1234,7 @@ impl Attempts {
         if !holder_exited {
             match self.try_publish(parent.as_fd(), &record) {
                 Ok(Some(published)) => {
-                    return Ok(Step::Won(self.held(key, parent, published, record)));
+                    return Ok(Step::Won(self.won(key, parent, published, record)?));
                 }
                 Ok(None) => {}
                 // The parent vanished between creating it and publishing.
@@ -1239,7 +1247,7 @@ impl Attempts {
         }
         let holder = match self.judge_holder(parent.as_fd(), &record, holder_exited)? {
             Judged::Won(published) => {
-                return Ok(Step::Won(self.held(key, parent, published, record)));
+                return Ok(Step::Won(self.won(key, parent, published, record)?));
             }
             Judged::Retry => return Ok(Step::Retry),
             Judged::Held(holder) => holder,
@@ -1284,7 +1292,56 @@ impl Attempts {
             root_guarded: AtomicBool::new(true),
             waited: self.waited,
             releases_inline,
+            fence: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// [`Attempts::held`], fenced when asked (see [`fence`]): a lock whose
+    /// fence cannot be had is given back (the claim dropped) before the
+    /// error is told, never handed out without it.
+    fn won(
+        &self,
+        key: LockKey,
+        parent: OwnedFd,
+        published: Published,
+        record: Vec<u8>,
+    ) -> Result<Claim, AcquireError> {
+        let claim = self.held(key, parent, published, record);
+        if self.options.fence {
+            let generation = claim.generation();
+            let value = fence::advance(
+                generation.parent.as_fd(),
+                generation.key.parent,
+                &generation.lock_name,
+            )
+            .map_err(|error| self.fence_error(error))?;
+            let _ = generation.fence.set(value);
+        }
+        Ok(claim)
+    }
+
+    fn fence_error(&self, error: fence::FenceError) -> AcquireError {
+        let (code, why) = match error {
+            fence::FenceError::Os(errno) => (errno_code(errno), errno_text(errno)),
+            fence::FenceError::Unusable => (
+                "EFENCE",
+                "it is not a directory holding one numeric head (a file or a symlink stands \
+                 there, or its head could not be moved on)"
+                    .to_string(),
+            ),
+        };
+        AcquireError::Io {
+            lock_path: self.lock_path.clone(),
+            code,
+            message: format!(
+                "Failed to acquire file lock at {}: its fence {} could not be advanced: {why}. \
+                 The lock was released; fix or remove the fence directory and retry.",
+                self.lock_path.display(),
+                self.parent_path
+                    .join(fence::fence_name(&self.lock_name))
+                    .display()
+            ),
+        }
     }
 
     fn publish_error(&self, error: PublishError) -> AcquireError {
@@ -1861,7 +1918,10 @@ fn owner_child(pid: u32) -> Option<ThisProcess> {
     #[cfg(unix)]
     return incarnation::of_child(pid);
     #[cfg(not(unix))]
-    return None;
+    return {
+        let _ = pid;
+        None
+    };
 }
 
 /// The child a lock was to be held for is not running.

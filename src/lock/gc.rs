@@ -196,6 +196,10 @@ pub fn remove_for_gc(
 pub struct Inspection {
     pub lock_path: PathBuf,
     pub holder: Holder,
+    /// The last fencing token handed out for the lock (see
+    /// [`crate::lock::fence`]); `None` if it was never fenced, or its fence
+    /// cannot be read.
+    pub fence: Option<u64>,
 }
 
 /// `inspectLock(filePath)`: read-only.
@@ -203,8 +207,17 @@ pub fn inspect(file_path: &Path, stale_ms: f64, policy: &HostPolicy) -> Result<I
     let lock_path = lock_path_of(file_path);
     let observation = observe_path(&lock_path)?;
     let verdict = judge(&observation, policy, stale_ms, now_ns(), &Observer::local());
+    let fence = open_lock_parent(&lock_path)
+        .ok()
+        .flatten()
+        .and_then(|(parent, name)| {
+            crate::lock::fence::last(parent.as_fd(), &name)
+                .ok()
+                .flatten()
+        });
     Ok(Inspection {
         holder: describe(&observation, verdict, policy),
         lock_path,
+        fence,
     })
 }

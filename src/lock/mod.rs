@@ -8,6 +8,7 @@ pub mod acquire;
 pub mod debris;
 pub mod elders;
 pub mod fastpath;
+pub mod fence;
 pub mod gc;
 pub mod guard;
 pub mod head_threads;

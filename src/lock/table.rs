@@ -86,6 +86,9 @@ pub struct Generation {
     /// (see [`crate::lock::fastpath`]): its release's first attempt may
     /// run on the caller's thread.
     pub releases_inline: bool,
+    /// Its fencing token, when its acquisition asked for one (see
+    /// [`crate::lock::fence`]).
+    pub fence: std::sync::OnceLock<u64>,
 }
 
 /// Where a generation is in its life.
