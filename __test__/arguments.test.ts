@@ -245,6 +245,31 @@ function unknownOptionRows(call: (options: unknown, dir: string) => unknown): Ro
   ];
 }
 
+/** The updater of updateFile / updateJson. */
+function updaterRows(call: (dir: string, updater: unknown) => unknown): Row[] {
+  return [
+    row("updater undefined", TYPE, /^updater must be a function; received undefined$/, (d) => call(d, undefined)),
+    row("updater 42", TYPE, /^updater must be a function; received type number \(42\)$/, (d) => call(d, 42)),
+  ];
+}
+
+/** The options updateFile / updateJson add to the lock's. */
+function updateOptionRows(call: (options: unknown, dir: string) => unknown): Row[] {
+  return [
+    row('durable "yes"', TYPE, /^durable must be a boolean; received type string \("yes"\)$/, (d) => call({ durable: "yes" }, d)),
+    row('keepOwner "yes"', TYPE, /^keepOwner must be a boolean; received type string \("yes"\)$/, (d) =>
+      call({ keepOwner: "yes" }, d),
+    ),
+    row("fileMode 0o10000", VALUE, /^fileMode must be permission bits from 0 to 0o7777; received 4096$/, (d) =>
+      call({ fileMode: 0o10000 }, d),
+    ),
+    row("fileMode 1.5", VALUE, /^fileMode must be permission bits from 0 to 0o7777; received 1.5$/, (d) => call({ fileMode: 1.5 }, d)),
+    row("maxBytes -1", VALUE, /^maxBytes must be a finite number from 0 to Number.MAX_SAFE_INTEGER; received -1$/, (d) =>
+      call({ maxBytes: -1 }, d),
+    ),
+  ];
+}
+
 /** Every option of acquireLock / withFileLock. */
 function lockOptionRows(call: (options: unknown, dir: string) => unknown): Row[] {
   return [
@@ -468,6 +493,57 @@ const TABLE: Record<string, Entry> = {
         (r) => !r.label.startsWith("signal") && !r.label.startsWith("onContended"),
       ),
     ],
+  },
+  updateFile: {
+    mode: "async",
+    rows: [
+      ...lockPathRows("filePath", (v) => exactlock.updateFile(v as string, () => undefined)),
+      ...updaterRows((d, u) => exactlock.updateFile(fileIn(d), u as never)),
+      ...lockOptionRows((o, d) => exactlock.updateFile(fileIn(d), () => undefined, o as never)),
+      ...updateOptionRows((o, d) => exactlock.updateFile(fileIn(d), () => undefined, o as never)),
+      row('encoding "utf-9"', VALUE, /^encoding must be a Buffer encoding/, (d) =>
+        exactlock.updateFile(fileIn(d), () => undefined, { encoding: "utf-9" as never }),
+      ),
+    ],
+  },
+  updateFileSync: {
+    mode: "sync",
+    rows: [
+      ...lockPathRows("filePath", (v) => exactlock.updateFileSync(v as string, () => undefined)),
+      ...updaterRows((d, u) => exactlock.updateFileSync(fileIn(d), u as never)),
+      ...lockOptionRows((o, d) => exactlock.updateFileSync(fileIn(d), () => undefined, o as never)).filter(
+        (r) => !r.label.startsWith("signal") && !r.label.startsWith("onContended"),
+      ),
+      ...updateOptionRows((o, d) => exactlock.updateFileSync(fileIn(d), () => undefined, o as never)),
+    ],
+  },
+  updateJson: {
+    mode: "async",
+    rows: [
+      ...lockPathRows("filePath", (v) => exactlock.updateJson(v as string, () => undefined)),
+      ...updaterRows((d, u) => exactlock.updateJson(fileIn(d), u as never)),
+      ...lockOptionRows((o, d) => exactlock.updateJson(fileIn(d), () => undefined, o as never)),
+      ...updateOptionRows((o, d) => exactlock.updateJson(fileIn(d), () => undefined, o as never)),
+      row("space {}", TYPE, /^space must be a number or a string; received object$/, (d) =>
+        exactlock.updateJson(fileIn(d), () => undefined, { space: {} as never }),
+      ),
+      row("fenceKey 5", TYPE, /^fenceKey must be a string; received type number \(5\)$/, (d) =>
+        exactlock.updateJson(fileIn(d), () => undefined, { fenceKey: 5 as never }),
+      ),
+    ],
+  },
+  updateJsonSync: {
+    mode: "sync",
+    rows: [
+      ...lockPathRows("filePath", (v) => exactlock.updateJsonSync(v as string, () => undefined)),
+      ...updaterRows((d, u) => exactlock.updateJsonSync(fileIn(d), u as never)),
+      ...updateOptionRows((o, d) => exactlock.updateJsonSync(fileIn(d), () => undefined, o as never)),
+    ],
+  },
+  FileUpdateError: {
+    mode: "none",
+    kind: "class",
+    why: "an error class exactlock constructs; its arguments only shape a message",
   },
   inspectLock: {
     mode: "async",

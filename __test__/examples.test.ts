@@ -14,7 +14,7 @@ const BUN = path.join(ROOT, "node_modules", ".bin", "bun");
 
 const EXPECTED: Record<string, string[]> = {
   "quick-start.mts": ["true"],
-  "with-file-lock.mjs": ['{"count":10}'],
+  "update-json.mjs": ['{"count":10}'],
   "acquire-release.mjs": ["locked: true", "locked: false"],
   "await-using.mts": [
     "locked: true",
@@ -91,8 +91,8 @@ describe("README", () => {
   const sources = Object.keys(EXPECTED).map((file) => readFileSync(path.join(EXAMPLES, file), "utf8"));
   // Under the repository, so `import "exactlock"` resolves to this package (its own name).
   const scratch = mkdtempSync(path.join(ROOT, ".readme-blocks-"));
-  // The quick start locks /tmp/counter.txt, as a reader's paste would: removed after, unless it was there before.
-  const quickStartFile = "/tmp/counter.txt";
+  // The quick start updates /tmp/counter.json, as a reader's paste would: removed after, unless it was there before.
+  const quickStartFile = "/tmp/counter.json";
   const quickStartFileWasThere = existsSync(quickStartFile);
   afterAll(() => {
     rmSync(scratch, { recursive: true, force: true });
@@ -174,7 +174,7 @@ describe("README", () => {
     expect(install[1]).toContain("bun add exactlock");
     const firstTs = /```ts\n([\s\S]*?)```/.exec(readme)!;
     expect(firstTs.index).toBeGreaterThan(install.index!);
-    expect(firstTs[1]).toMatch(/^import \{ withFileLock \} from "exactlock";\n/);
+    expect(firstTs[1]).toMatch(/^import \{ updateJson \} from "exactlock";\n/);
     const clone = shBlocks[1]!;
     expect(clone.index).toBeGreaterThan(firstTs.index);
     expect(clone[1]).toContain("npm install && npx exactlock demo");

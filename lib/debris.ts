@@ -113,7 +113,7 @@ export async function reapOrphanedLockStagingDirs(
 
 /** One decision about debris beside a lock, as `exactlock gc` prints it. */
 export interface DebrisDecision extends FileLockStagingResult {
-  kind: "staging" | "quarantine" | "legacy_quarantine" | "removal_record";
+  kind: "staging" | "quarantine" | "legacy_quarantine" | "removal_record" | "update_temp";
 }
 
 /**
@@ -125,7 +125,7 @@ export async function collectDebrisIn(dir: string, dryRun: boolean, ownerHostId?
   const listing = await native.reapLockDebrisNative(
     dir,
     undefined,
-    ["staging", "quarantine", "legacy_quarantine", "removal_record"],
+    ["staging", "quarantine", "legacy_quarantine", "removal_record", "update_temp"],
     !dryRun,
     4096,
     ownerHostId,

@@ -48,6 +48,8 @@ export type FileLockOwnCode =
   | "EMISSING"
   | "EOWNERCHANGED"
   | "EFOREIGN"
+  | "EFENCE"
+  | "EJSON"
   | "EPUBLISH";
 
 /** An OS error name as the failing syscall gave it: EACCES, EPERM, EROFS, ENOSPC, EIO, ELOOP, EBUSY, EXDEV… */

@@ -20,6 +20,19 @@ export {
   type LockRelease,
 } from "./lock.js";
 export {
+  updateFile,
+  updateFileSync,
+  updateJson,
+  updateJsonSync,
+  FileUpdateError,
+  type UpdateFileOptions,
+  type UpdateJsonOptions,
+  type UpdateContent,
+  type UpdateResult,
+  type UpdateStep,
+  type JsonUpdater,
+} from "./update.js";
+export {
   reapOrphanedLockStagingDirs,
   inspectFileLockStagingDir,
   fileLockStagingOwnerPid,

@@ -744,12 +744,24 @@ export async function withFileLock<T>(
   options?: FileLockOptions,
 ): Promise<Awaited<T>> {
   validateFunction(fn, "fn");
+  return holding(filePath, options, fn);
+}
+
+/**
+ * {@link withFileLock} once `fn` is validated, also handing `fn` the
+ * generation held (what `updateFile` reads and commits through).
+ */
+export async function holding<T>(
+  filePath: string | URL,
+  options: FileLockOptions | undefined,
+  fn: (lock: HeldFileLock, generation: string) => T | PromiseLike<T>,
+): Promise<Awaited<T>> {
   prepareChain();
   const { release, generation, lockPath } = await acquire(filePath, options);
   const lock = heldFileLock(lockPath, release);
   let result: Awaited<T>;
   try {
-    const { settled, leave } = startHolding(generation, () => fn(lock));
+    const { settled, leave } = startHolding(generation, () => fn(lock, generation));
     try {
       result = await settled;
     } finally {
@@ -867,12 +879,21 @@ export function withFileLockSync<T>(filePath: string | URL, fn: (lock: HeldFileL
       "fn is an async function: withFileLockSync releases the lock when fn returns, before what it awaits runs; use withFileLock",
     );
   }
+  return holdingSync(filePath, options, fn);
+}
+
+/** {@link withFileLockSync} once `fn` is validated, also handing `fn` the generation held. */
+export function holdingSync<T>(
+  filePath: string | URL,
+  options: FileLockOptions | undefined,
+  fn: (lock: HeldFileLock, generation: string) => T,
+): T {
   prepareChain();
   const { release, generation, lockPath } = acquireSync(filePath, options);
   const lock = heldFileLock(lockPath, release);
   let result: T;
   try {
-    result = runHoldingSync(generation, () => fn(lock));
+    result = runHoldingSync(generation, () => fn(lock, generation));
   } catch (operationError) {
     try {
       release();

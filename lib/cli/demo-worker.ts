@@ -1,16 +1,20 @@
 /**
  * One contender of `exactlock demo` (forked by demo.ts, talks over IPC).
  *
- * Loop: take the lock; claim the occupancy marker (a file that only the
- * holder may have: finding the marker of a holder the demo has not killed
- * is a violation); read the counter; work a few milliseconds; write
- * counter + 1 (atomically, with the writer's pid); drop the marker, checking
- * it still names us; stamp; release; report. The verdicts come from the
- * marker and the kill records alone; the timestamps (CLOCK_MONOTONIC
- * microseconds, comparable across processes) only measure latencies.
+ * Loop: update the counter file with updateJson (under its lock: read,
+ * write whole, release); inside the update, claim the occupancy marker (a
+ * file that only the holder may have: finding the marker of a holder the
+ * demo has not killed is a violation), work a few milliseconds, drop the
+ * marker, checking it still names us, and return counter + 1 with the
+ * writer's pid; then report. The verdicts come from the marker and the
+ * kill records alone; the timestamps (CLOCK_MONOTONIC microseconds,
+ * comparable across processes) only measure latencies. The counter is a
+ * throwaway file: its writes skip the fsyncs (`durable: false`), so the
+ * hand-off the demo measures (from a section's end to the next one's
+ * start) is the lock's and a rename's, not the disk's.
  */
-import { closeSync, existsSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
-import { acquireLock } from "../index.js";
+import { closeSync, existsSync, openSync, readFileSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
+import { updateJson } from "../index.js";
 import { killRecordPath, nowUs, type DemoState, type WorkerMessage } from "./demo-protocol.js";
 
 function send(message: WorkerMessage): void {
@@ -60,16 +64,6 @@ function dropMarker(marker: string): boolean {
   }
 }
 
-function readState(file: string): DemoState {
-  return JSON.parse(readFileSync(file, "utf8")) as DemoState;
-}
-
-function writeState(file: string, state: DemoState): void {
-  const temp = `${file}.tmp.${process.pid}`;
-  writeFileSync(temp, JSON.stringify(state));
-  renameSync(temp, file);
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function main(): Promise<void> {
@@ -85,36 +79,39 @@ async function main(): Promise<void> {
   process.on("disconnect", stopNow);
   send({ type: "ready", pid: process.pid });
   while (!stop.signal.aborted) {
-    let release;
+    let section: WorkerMessage | undefined;
     try {
-      release = await acquireLock(file, { retries: 1e7, retryDelayMs: 100, signal: stop.signal });
+      await updateJson<DemoState>(
+        file,
+        async (before = { counter: 0, writtenBy: 0 }) => {
+          const acquiredUs = nowUs();
+          const markerOwner = claimMarker(marker);
+          const markerOwnerKilled = markerOwner !== null && existsSync(killRecordPath(marker, markerOwner));
+          send({ type: "enter", pid: process.pid });
+          await sleep(sectionMin + Math.random() * sectionSpan);
+          const wrote = before.counter + 1;
+          const markerIntact = dropMarker(marker);
+          section = {
+            type: "section",
+            pid: process.pid,
+            acquiredUs,
+            releaseUs: nowUs(),
+            read: before.counter,
+            readWriter: before.writtenBy,
+            wrote,
+            markerOwner,
+            markerOwnerKilled,
+            markerIntact,
+          };
+          return { counter: wrote, writtenBy: process.pid };
+        },
+        { retries: 1e7, retryDelayMs: 100, signal: stop.signal, durable: false },
+      );
     } catch (error) {
       if (stop.signal.aborted) break;
       throw error;
     }
-    const acquiredUs = nowUs();
-    const markerOwner = claimMarker(marker);
-    const markerOwnerKilled = markerOwner !== null && existsSync(killRecordPath(marker, markerOwner));
-    send({ type: "enter", pid: process.pid });
-    const before = readState(file);
-    await sleep(sectionMin + Math.random() * sectionSpan);
-    const wrote = before.counter + 1;
-    writeState(file, { counter: wrote, writtenBy: process.pid });
-    const markerIntact = dropMarker(marker);
-    const releaseUs = nowUs();
-    await release();
-    send({
-      type: "section",
-      pid: process.pid,
-      acquiredUs,
-      releaseUs,
-      read: before.counter,
-      readWriter: before.writtenBy,
-      wrote,
-      markerOwner,
-      markerOwnerKilled,
-      markerIntact,
-    });
+    if (section) send(section);
   }
   process.disconnect?.();
 }

@@ -35,7 +35,9 @@ directories (F.lock.pending.<pid>.<uuid>) and quarantine directories
 F.lock.removing.owner record upstream 0.18 writes beside it). One is
 removed only when its content is a lock's (one owner record, or nothing)
 and its owner is proven dead (for 0.18's, the remover its record names);
-anything else there is kept and reported.
+anything else there is kept and reported. So are the temp files of
+updates (.F.upd.<pid>.<uuid>) that killed writers left: removed once the
+writer is proven dead and no process holds the file's flock.
 
 Options:
   --dry-run              decide and print, remove nothing
@@ -118,7 +120,11 @@ function isLockName(name: string): boolean {
 
 /** A name the native core may judge as debris (it decides; this only finds). */
 function isDebrisName(name: string): boolean {
-  return /\.lock\.(pending|removing)\./.test(name) || /.\.lock\.removing(\.owner)?$/.test(name);
+  return (
+    /\.lock\.(pending|removing)\./.test(name) ||
+    /.\.lock\.removing(\.owner)?$/.test(name) ||
+    /^\..+\.upd\.[1-9]\d*\.[0-9a-f-]{36}$/.test(name)
+  );
 }
 
 /** What to do with one directory entry: a candidate, a directory to descend, or nothing. */

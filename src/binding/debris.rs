@@ -24,7 +24,9 @@ pub struct StagingResultJs {
     pub status: String,
     pub removed: bool,
     pub reason: String,
-    #[napi(ts_type = "\"staging\" | \"quarantine\" | \"legacy_quarantine\" | \"removal_record\"")]
+    #[napi(
+        ts_type = "\"staging\" | \"quarantine\" | \"legacy_quarantine\" | \"removal_record\" | \"update_temp\""
+    )]
     pub kind: String,
     /// The directory as examined, to bind a verdict given by the caller.
     pub root: Option<RootIdJs>,
@@ -79,7 +81,7 @@ pub struct DebrisListing {
 /// Examines the debris in `dir` — of the lock named `lockName`, or of every
 /// lock — and with `remove`, removes what is provably abandoned: at most
 /// `limit` candidates, of the kinds listed (`staging`, `quarantine`,
-/// `legacy_quarantine`, `removal_record`).
+/// `legacy_quarantine`, `removal_record`, `update_temp`).
 /// `ownerHostId` and `previousOwnerHostIds` judge host-qualified records as
 /// a process with them would (and make a name's bare pid unjudgeable).
 #[napi]

@@ -7,6 +7,7 @@ mod lock;
 mod lost;
 mod primitives;
 mod probe;
+mod update;
 
 use napi_derive::napi;
 

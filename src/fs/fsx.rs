@@ -560,6 +560,22 @@ pub fn read_fd_bounded(fd: BorrowedFd<'_>, limit: usize) -> Result<BoundedRead, 
     Ok(BoundedRead { stat, bytes })
 }
 
+/// Writes all of `bytes` at `offset`.
+pub fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8], mut offset: u64) -> Result<(), Errno> {
+    while !bytes.is_empty() {
+        match crate::sys::os::io::pwrite(fd, bytes, offset) {
+            Ok(0) => return Err(Errno::IO),
+            Ok(n) => {
+                bytes = &bytes[n..];
+                offset += n as u64;
+            }
+            Err(Errno::INTR) => {}
+            Err(errno) => return Err(errno),
+        }
+    }
+    Ok(())
+}
+
 /// Opens the directory `path` for use as an anchor of `*at` calls,
 /// creating it and every missing ancestor with `mode` first. Symlinks in
 /// the part of `path` that exists are followed on purpose (aliased paths

@@ -372,6 +372,8 @@ struct Attempts {
     holder_exited: bool,
     /// Whether `on_contended` was told.
     announced: bool,
+    /// Whether the lock was taken over from a dead holder.
+    reclaimed: bool,
     /// A synchronous acquisition: it blocks its caller's thread, so it
     /// never waits for anything of its own process (see [`acquire_blocking`]).
     blocking: bool,
@@ -1088,6 +1090,7 @@ impl Attempts {
             reaped_while_contended: false,
             holder_exited: false,
             announced: false,
+            reclaimed: false,
             blocking: false,
         })
     }
@@ -1293,6 +1296,7 @@ impl Attempts {
             waited: self.waited,
             releases_inline,
             fence: std::sync::OnceLock::new(),
+            reclaimed: self.reclaimed,
         }))
     }
 
@@ -1736,6 +1740,7 @@ impl Attempts {
         match takeover {
             Ok(Takeover::Published(published)) => {
                 crate::debug!("reclaimed {}", self.lock_path.display());
+                self.reclaimed = true;
                 return Ok(Judged::Won(published));
             }
             // `ENOENT`: our staging (or the parent) vanished before the
@@ -1765,6 +1770,7 @@ impl Attempts {
                 outcome.code.unwrap_or("failed")
             }
         );
+        self.reclaimed |= outcome.ok;
         let retry = outcome.ok
             || matches!(
                 outcome.code,

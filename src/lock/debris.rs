@@ -59,6 +59,7 @@ use crate::lock::identity::{info_entry, is_empty_dir};
 use crate::lock::observe::{Observation, Owner, observe};
 use crate::lock::publish::STAGING_TAG;
 use crate::lock::transition;
+use crate::lock::update;
 use crate::lock::verdict::{HostPolicy, Liveness, Observer, liveness_of};
 use crate::sys::errno::is_flock_unsupported;
 
@@ -83,6 +84,9 @@ pub enum Kind {
     LegacyQuarantine,
     /// Upstream 0.18's `<lock>.removing.owner`: a file, not a directory.
     RemovalRecord,
+    /// An update's temp file `.<file>.upd.<pid>.<uuid>` (see
+    /// [`crate::lock::update`]): named by its file, not its lock.
+    UpdateTemp,
 }
 
 impl Kind {
@@ -92,6 +96,7 @@ impl Kind {
             Kind::Quarantine => "quarantine",
             Kind::LegacyQuarantine => "legacy_quarantine",
             Kind::RemovalRecord => "removal_record",
+            Kind::UpdateTemp => "update_temp",
         }
     }
 }
@@ -146,6 +151,14 @@ pub struct RootId {
 }
 
 impl RootId {
+    /// No directory: what a decision on a file is bound to (a caller's
+    /// probe, which judges stagings, never answers for it).
+    const NONE: RootId = RootId {
+        dev: 0,
+        ino: 0,
+        ctime_ns: -1,
+    };
+
     fn of(snapshot: &TreeSnapshot) -> Option<Self> {
         let root = snapshot.entries.first()?;
         Some(RootId {
@@ -165,6 +178,13 @@ pub fn classify_name(name: &OsStr) -> Option<(&OsStr, Kind, Option<u32>)> {
         (lock, Kind::Staging, Some(pid))
     } else if let Some((lock, pid)) = fsx::parse_tagged_name(name, QUARANTINE_TAG) {
         (lock, Kind::Quarantine, Some(pid))
+    } else if let Some((base, pid)) = fsx::parse_tagged_name(name, update::TEMP_TAG) {
+        // `.<file>`: the file a killed update was writing.
+        return base.as_encoded_bytes().starts_with(b".").then_some((
+            base,
+            Kind::UpdateTemp,
+            Some(pid),
+        ));
     } else if let Some(quarantine) = name
         .as_encoded_bytes()
         .strip_suffix(transition::RECORD_SUFFIX.as_bytes())
@@ -205,6 +225,19 @@ pub fn decide(
         return keep(name, Kind::Staging, None, "unverified_staging_directory");
     };
     match kind {
+        Kind::UpdateTemp => {
+            let status = pid_status(name_pid, judge, RootId::NONE);
+            let decision = keep(name, kind, name_pid, staging_reason(status)).with_status(status);
+            if !(remove && status == Status::Dead) {
+                return decision;
+            }
+            let removed = update::remove_if_abandoned(parent, name);
+            return Decision {
+                removed,
+                reason: if removed { "removed" } else { "busy" },
+                ..decision
+            };
+        }
         Kind::RemovalRecord => {
             return decide_lone_remover_record(parent, name, policy, judge, remove);
         }
@@ -622,6 +655,7 @@ pub const ALL_KINDS: &[Kind] = &[
     Kind::Quarantine,
     Kind::LegacyQuarantine,
     Kind::RemovalRecord,
+    Kind::UpdateTemp,
 ];
 
 /// Examines (and with `remove`, removes what is provably abandoned of) the

@@ -24,5 +24,6 @@ pub mod release;
 pub mod report;
 pub mod table;
 pub mod transition;
+pub mod update;
 pub mod verdict;
 pub mod volume;

@@ -490,7 +490,7 @@ fn stage(
         mode.file(),
     )
     .map_err(PublishError::Os)?;
-    write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
+    fsx::write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
     // The `flock` stays taken (see the module docs).
     let info_stat = with_mode(info.as_fd(), mode.file()).map_err(PublishError::Os)?;
     let tree = TreeSnapshot::of_single_file(&root_stat, INFO_NAME, &info_stat, record);
@@ -522,22 +522,6 @@ fn hold_while_unwritten(dir: BorrowedFd<'_>) -> Result<(), PublishError> {
         Err(Errno::WOULDBLOCK) => Err(PublishError::Os(Errno::NOENT)),
         Err(errno) => Err(PublishError::Os(errno)),
     }
-}
-
-/// Writes all of `bytes` at `offset`.
-fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8], mut offset: u64) -> Result<(), Errno> {
-    while !bytes.is_empty() {
-        match crate::sys::os::io::pwrite(fd, bytes, offset) {
-            Ok(0) => return Err(Errno::IO),
-            Ok(n) => {
-                bytes = &bytes[n..];
-                offset += n as u64;
-            }
-            Err(Errno::INTR) => {}
-            Err(errno) => return Err(errno),
-        }
-    }
-    Ok(())
 }
 
 /// A waiter's record, staged once per acquisition and published by a
@@ -733,7 +717,7 @@ impl Staged {
             }
         }
         let info = self.info.as_ref().expect("opened above");
-        write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
+        fsx::write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
         // Observed before the rename, which changes neither inode's
         // identity nor the record's times: once the name is ours, nothing
         // can fail before the lock is recorded as held.

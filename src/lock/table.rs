@@ -89,6 +89,10 @@ pub struct Generation {
     /// Its fencing token, when its acquisition asked for one (see
     /// [`crate::lock::fence`]).
     pub fence: std::sync::OnceLock<u64>,
+    /// Whether its acquisition took the lock over from a dead holder, who
+    /// may have been killed in the middle of an update (see
+    /// [`crate::lock::update`]).
+    pub reclaimed: bool,
 }
 
 /// Where a generation is in its life.

@@ -1,0 +1,201 @@
+//! `updateFile`'s native half (see [`crate::lock::update`]): read the
+//! locked file, then commit what the updater returned. The target read is
+//! kept here, under a handle, between the two calls (the updater runs in
+//! JavaScript in between); `dropUpdateNative` lets it go when nothing is
+//! committed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use napi::bindgen_prelude::Buffer;
+use napi_derive::napi;
+
+use super::lock::blocking;
+use crate::lock::table::{self, Generation};
+use crate::lock::update::{self, Commit, Target, UpdateError};
+
+/// Targets read and not yet committed, by handle, with the generation
+/// whose lock they were read under.
+type Targets = Mutex<HashMap<u32, (Arc<Generation>, Target)>>;
+
+fn targets() -> &'static Targets {
+    static TARGETS: OnceLock<Targets> = OnceLock::new();
+    TARGETS.get_or_init(Mutex::default)
+}
+
+/// Why an update step failed.
+#[napi(object)]
+pub struct UpdateFailure {
+    pub code: String,
+    #[napi(ts_type = "\"read\" | \"write\" | \"fsync\" | \"rename\" | \"dirsync\"")]
+    pub step: String,
+    /// Whether the new content was renamed over the file before it failed.
+    pub committed: bool,
+}
+
+impl From<UpdateError> for UpdateFailure {
+    fn from(error: UpdateError) -> Self {
+        UpdateFailure {
+            code: error.code.into(),
+            step: error.step.as_str().into(),
+            committed: error.committed,
+        }
+    }
+}
+
+/// The file as read: a handle to commit to, and its bytes (none: no file).
+#[napi(object)]
+pub struct UpdateRead {
+    pub handle: Option<u32>,
+    pub content: Option<Buffer>,
+    pub failure: Option<UpdateFailure>,
+}
+
+/// What a commit did.
+#[napi(object)]
+pub struct UpdateCommit {
+    pub owner_kept: bool,
+    pub deleted: bool,
+    pub failure: Option<UpdateFailure>,
+}
+
+fn read(generation: String, max_bytes: f64) -> UpdateRead {
+    let Some(held) = generation.parse().ok().and_then(table::held) else {
+        return UpdateRead {
+            handle: None,
+            content: None,
+            failure: Some(UpdateFailure {
+                code: "ERELEASED".into(),
+                step: "read".into(),
+                committed: false,
+            }),
+        };
+    };
+    let limit = if max_bytes >= usize::MAX as f64 {
+        usize::MAX
+    } else {
+        max_bytes as usize
+    };
+    match update::read(&held, held.reclaimed, limit) {
+        Ok((target, content)) => {
+            let handle = table::next_id() as u32;
+            targets()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(handle, (held, target));
+            UpdateRead {
+                handle: Some(handle),
+                content: content.map(Buffer::from),
+                failure: None,
+            }
+        }
+        Err(error) => UpdateRead {
+            handle: None,
+            content: None,
+            failure: Some(error.into()),
+        },
+    }
+}
+
+/// Reads the file the held `generation` locks, at most `maxBytes`.
+#[napi]
+pub async fn read_for_update_native(
+    generation: String,
+    max_bytes: f64,
+) -> napi::Result<UpdateRead> {
+    blocking(move || read(generation, max_bytes)).await
+}
+
+/// [`read_for_update_native`] on the calling thread (`updateFileSync`).
+#[napi]
+pub fn read_for_update_sync_native(generation: String, max_bytes: f64) -> UpdateRead {
+    read(generation, max_bytes)
+}
+
+fn commit(
+    handle: u32,
+    content: Option<Vec<u8>>,
+    durable: bool,
+    new_mode: Option<u32>,
+    keep_owner: bool,
+) -> UpdateCommit {
+    let taken = targets()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&handle);
+    let Some((generation, target)) = taken else {
+        return UpdateCommit {
+            owner_kept: false,
+            deleted: false,
+            failure: Some(UpdateFailure {
+                code: "ERELEASED".into(),
+                step: "rename".into(),
+                committed: false,
+            }),
+        };
+    };
+    let outcome = update::commit(
+        &generation,
+        &target,
+        &Commit {
+            content: content.as_deref(),
+            durable,
+            new_mode,
+            keep_owner,
+        },
+    );
+    match outcome {
+        Ok(done) => UpdateCommit {
+            owner_kept: done.owner_kept,
+            deleted: done.deleted,
+            failure: None,
+        },
+        Err(error) => UpdateCommit {
+            owner_kept: false,
+            deleted: false,
+            failure: Some(error.into()),
+        },
+    }
+}
+
+/// Commits `content` (`null`: deletes the file) to the target read under
+/// `handle`.
+#[napi]
+pub async fn commit_update_native(
+    handle: u32,
+    content: Option<Buffer>,
+    durable: bool,
+    new_mode: Option<u32>,
+    keep_owner: bool,
+) -> napi::Result<UpdateCommit> {
+    let content = content.map(|bytes| bytes.to_vec());
+    blocking(move || commit(handle, content, durable, new_mode, keep_owner)).await
+}
+
+/// [`commit_update_native`] on the calling thread (`updateFileSync`).
+#[napi]
+pub fn commit_update_sync_native(
+    handle: u32,
+    content: Option<Buffer>,
+    durable: bool,
+    new_mode: Option<u32>,
+    keep_owner: bool,
+) -> UpdateCommit {
+    commit(
+        handle,
+        content.map(|bytes| bytes.to_vec()),
+        durable,
+        new_mode,
+        keep_owner,
+    )
+}
+
+/// Lets go of a target read but not committed (the updater returned
+/// `undefined`, or threw).
+#[napi]
+pub fn drop_update_native(handle: u32) {
+    targets()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&handle);
+}
