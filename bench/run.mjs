@@ -1,4 +1,4 @@
-// npm run bench [-- --quick] [-- --only a,b,...] [-- --procs N] [-- --json FILE] [-- --dir DIR]
+// npm run bench [-- --quick] [-- --only a,b,...,g] [-- --procs N] [-- --json FILE] [-- --dir DIR]
 //               [-- --fs tmpfs,xfs,btrfs,overlayfs,sshfs]   (as root: see bench/fs.mjs)
 //
 // exactlock against proper-lockfile 4.1.2 and lockfile 1.0.4 (and, for the
@@ -10,6 +10,7 @@
 // exit non-zero; timing is reported, never asserted.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import {
@@ -544,6 +545,100 @@ async function idleWaiters() {
   results.scenarios.idle = out;
 }
 
+// ---------- (g) update cycles ----------
+
+/**
+ * One file changed under its lock: lock, read, write the next content, unlock. exactlock's
+ * updateJson (a temp file renamed over the file) against proper-lockfile + write-file-atomic
+ * (the same temp-and-rename, no directory fsync) and lockfile + writeFile (in place: a crash
+ * or a reader can meet the file empty or torn), each durable (fsyncs) and not; then what a
+ * fence costs a lock cycle.
+ */
+async function updateCycles() {
+  const { cycles, warmup, rounds } = CONFIG;
+  const per = Math.ceil(cycles / rounds / 2);
+  log(`(g) update cycle (lock, read a JSON counter, write it + 1, unlock), ${per * rounds} each after ${warmup / 2} warm-up,`);
+  log(`    interleaved in ${rounds} rounds; "durable" fsyncs the new file (and exactlock the directory too)`);
+  const writeFileAtomic = createRequire(import.meta.url)("write-file-atomic");
+  const { updateJson } = await import(path.join(root, "dist", "index.js"));
+  const exactlockLib = await import(path.join(root, "dist", "index.js"));
+  const next = (text) => JSON.stringify({ n: (text ? JSON.parse(text).n : 0) + 1 });
+  const readText = (file) => fs.promises.readFile(file, "utf8").catch(() => undefined);
+  const durableWrite = async (file, text) => {
+    const handle = await fs.promises.open(file, "w");
+    try {
+      await handle.writeFile(text);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  };
+  const withPl = async (file, fn) => {
+    const release = await libs["proper-lockfile"].acquire(file, "uncontended");
+    try {
+      await fn();
+    } finally {
+      await release();
+    }
+  };
+  const withLf = async (file, fn) => {
+    const release = await libs.lockfile.acquire(file, "uncontended");
+    try {
+      await fn();
+    } finally {
+      await release();
+    }
+  };
+  const variants = {
+    "exactlock updateJson, durable": (f) => updateJson(f, (d) => ({ n: (d?.n ?? 0) + 1 })),
+    "exactlock updateJson, not durable": (f) => updateJson(f, (d) => ({ n: (d?.n ?? 0) + 1 }), { durable: false }),
+    "proper-lockfile + write-file-atomic, durable": (f) => withPl(f, async () => writeFileAtomic(f, next(await readText(f)), { fsync: true })),
+    "proper-lockfile + write-file-atomic, not durable": (f) =>
+      withPl(f, async () => writeFileAtomic(f, next(await readText(f)), { fsync: false })),
+    "lockfile + writeFile, durable": (f) => withLf(f, async () => durableWrite(f, next(await readText(f)))),
+    "lockfile + writeFile, not durable": (f) => withLf(f, async () => fs.promises.writeFile(f, next(await readText(f)))),
+    "exactlock lock cycle": (f) => exactlockLib.withFileLock(f, async () => {}),
+    "exactlock lock cycle, fence: true": (f) => exactlockLib.withFileLock(f, async () => {}, { fence: true }),
+  };
+  const dir = freshDir("update");
+  const files = Object.fromEntries(Object.keys(variants).map((name, at) => [name, path.join(dir, `counter-${at}.json`)]));
+  // proper-lockfile locks only a file that exists.
+  for (const file of Object.values(files)) fs.writeFileSync(file, JSON.stringify({ n: 0 }));
+  const samples = Object.fromEntries(Object.keys(variants).map((name) => [name, []]));
+  for (const [name, run] of Object.entries(variants)) for (let i = 0; i < warmup / 2; i++) await run(files[name]);
+  for (let r = 0; r < rounds; r++) {
+    for (const [name, run] of Object.entries(variants)) {
+      for (let i = 0; i < per; i++) {
+        const s = monoNs();
+        await run(files[name]);
+        samples[name].push(nsToMs(monoNs() - s));
+      }
+    }
+  }
+  const stats = Object.fromEntries(Object.keys(variants).map((name) => [name, summary(samples[name])]));
+  for (const [name, file] of Object.entries(files)) {
+    if (name.includes("lock cycle")) continue;
+    const n = JSON.parse(fs.readFileSync(file, "utf8")).n;
+    if (n !== per * rounds + warmup / 2) failures.push(`(g) ${name}: counter ${n}, expected ${per * rounds + warmup / 2}`);
+  }
+  const pairs = [
+    ["durable", "exactlock updateJson, durable", "proper-lockfile + write-file-atomic, durable", "lockfile + writeFile, durable"],
+    ["not durable", "exactlock updateJson, not durable", "proper-lockfile + write-file-atomic, not durable", "lockfile + writeFile, not durable"],
+  ];
+  const rows = Object.keys(variants).map((name) => [name, us(stats[name].median), us(stats[name].p99)]);
+  log(table(rows, ["", "median", "p99"]));
+  for (const [what, ex, pl, lf] of pairs) {
+    log(
+      `    ${what}: proper-lockfile + write-file-atomic is ${ratio(stats[pl].median, stats[ex].median)} exactlock's median, ` +
+        `lockfile + writeFile ${ratio(stats[lf].median, stats[ex].median)}`,
+    );
+  }
+  const fenced = stats["exactlock lock cycle, fence: true"].median - stats["exactlock lock cycle"].median;
+  log(`    a fence costs a lock cycle ${us(fenced)} (its rename and fsync: bench/CYCLE.md)`);
+  log("");
+  results.scenarios.update = { stats };
+}
+
 // ---------- main ----------
 
 const started = monoNs();
@@ -553,6 +648,7 @@ try {
   if (wants("c")) await handoff();
   if (wants("d")) await crash();
   if (wants("e")) await idleWaiters();
+  if (wants("g")) await updateCycles();
 } catch (error) {
   failures.push(`bench aborted: ${error?.stack ?? error}`);
 } finally {
