@@ -394,14 +394,19 @@ fn resolve(dir: BorrowedFd<'_>, name: &OsStr) -> Result<(OwnedFd, OsString), Err
         Mode::empty(),
     )?;
     let mut name = name.to_os_string();
+    // Windows' links are reparse points this layer does not read: the name
+    // itself is replaced there.
+    if cfg!(windows) {
+        return Ok((dir, name));
+    }
     for _ in 0..MAX_LINKS {
         match fsx::stat_nofollow(dir.as_fd(), &name) {
             Ok(stat) if fsx::kind_of(&stat) == FileType::Symlink => {}
             Ok(_) | Err(Errno::NOENT) => return Ok((dir, name)),
             Err(errno) => return Err(errno),
         }
-        let link = fs::readlinkat(&dir, &name, Vec::new())?;
-        let link = Path::new(crate::sys::os::os_str(link.as_bytes()).ok_or(Errno::INVAL)?);
+        let link = read_link(dir.as_fd(), &name)?;
+        let link = Path::new(&link);
         let (parent, last) = fsx::split_final(link)?;
         dir = fs::openat(
             &dir,
@@ -416,6 +421,20 @@ fn resolve(dir: BorrowedFd<'_>, name: &OsStr) -> Result<(OwnedFd, OsString), Err
         name = last;
     }
     Err(Errno::LOOP)
+}
+
+/// The target of the symlink `name` in `dir`.
+#[cfg(unix)]
+fn read_link(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OsString, Errno> {
+    use std::os::unix::ffi::OsStringExt;
+    Ok(OsString::from_vec(
+        fs::readlinkat(dir, name, Vec::new())?.into_bytes(),
+    ))
+}
+
+#[cfg(not(unix))]
+fn read_link(_dir: BorrowedFd<'_>, _name: &OsStr) -> Result<OsString, Errno> {
+    Err(Errno::INVAL)
 }
 
 /// Whether this is the first update of `name` in `dir` by this process.

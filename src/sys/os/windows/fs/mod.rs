@@ -17,7 +17,7 @@ pub use change::{delete_open, linkat, open_dir_for_delete, renameat, renameat_wi
 pub use dir::Dir;
 pub use flags::{AtFlags, FlockOperation, Mode, OFlags, RenameFlags, StatVfsMountFlags};
 pub use lock::flock;
-pub use mode::{chmodat, fchmod};
+pub use mode::{chmodat, fchmod, fsync};
 pub use path::{chmod, lstat, open, stat};
 pub use stat::{Dev, FileType, Stat, fstat};
 pub use volume::fstatvfs;

@@ -4,7 +4,7 @@
 use windows_sys::Wdk::Storage::FileSystem::{FILE_OPEN, FILE_OPEN_REPARSE_POINT};
 use windows_sys::Win32::Storage::FileSystem::{
     FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_NORMAL, FILE_ATTRIBUTE_READONLY, FILE_BASIC_INFO,
-    FILE_READ_ATTRIBUTES, FILE_WRITE_ATTRIBUTES, FileBasicInfo, SYNCHRONIZE,
+    FILE_READ_ATTRIBUTES, FILE_WRITE_ATTRIBUTES, FileBasicInfo, FlushFileBuffers, SYNCHRONIZE,
     SetFileInformationByHandle,
 };
 
@@ -66,6 +66,20 @@ pub(super) fn set_attributes(fd: BorrowedFd<'_>, attributes: u32) -> Result<(), 
             std::mem::size_of::<FILE_BASIC_INFO>() as u32,
         )
     };
+    if ok == 0 {
+        Err(Errno::last_win32())
+    } else {
+        Ok(())
+    }
+}
+
+/// `fsync(fd)`: `FlushFileBuffers`, for a file open for writing (what
+/// `updateFile` flushes before its rename).
+pub fn fsync<Fd: AsFd>(fd: Fd) -> Result<(), Errno> {
+    use std::os::windows::io::AsRawHandle;
+    // SAFETY: the handle is borrowed for the call and nothing else is passed.
+    #[allow(unsafe_code)]
+    let ok = unsafe { FlushFileBuffers(fd.as_fd().as_raw_handle()) };
     if ok == 0 {
         Err(Errno::last_win32())
     } else {
