@@ -211,7 +211,9 @@ export async function updateFile<C extends string | Buffer = Buffer>(
   let committed = false;
   try {
     return await holding(path, resolved.lockOptions, async (lock, generation) => {
-      const read = await native.readForUpdateNative(generation, resolved.maxBytes);
+      const read =
+        native.readForUpdateInlineNative(generation, resolved.maxBytes) ??
+        (await native.readForUpdateNative(generation, resolved.maxBytes));
       if (read.failure) throw updateError(read.failure, path);
       const handle = read.handle!;
       let content: Buffer | null;
@@ -226,7 +228,10 @@ export async function updateFile<C extends string | Buffer = Buffer>(
         native.dropUpdateNative(handle);
         throw error;
       }
-      const done = await native.commitUpdateNative(handle, content, resolved.durable, resolved.fileMode, resolved.keepOwner);
+      // Without fsync the commit is a handful of calls: on this thread where the lock's are.
+      const done =
+        (resolved.durable ? undefined : native.commitUpdateInlineNative(handle, content, resolved.fileMode, resolved.keepOwner)) ??
+        (await native.commitUpdateNative(handle, content, resolved.durable, resolved.fileMode, resolved.keepOwner));
       if (done.failure) throw updateError(done.failure, path);
       committed = true;
       return committedResult(path, lock, content, done);
