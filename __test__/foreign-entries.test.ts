@@ -24,17 +24,33 @@ import { cleanup, lockPathOf, makeRoot, rejectionOf, startFixture } from "./help
 afterEach(cleanup);
 
 describe("a lock directory holding more than its record", () => {
-  it("the release removes exactly the tree it snapshotted: record, stray file and stray directory", async () => {
+  it("the release removes exactly the tree it snapshotted: the record and the stray files beside it", async () => {
     const root = makeRoot();
     const file = path.join(root, "state.json");
     for (const inlineFastPath of [true, false]) {
       const release = await acquireLock(file, { inlineFastPath });
       fs.writeFileSync(path.join(lockPathOf(file), ".DS_Store"), "Finder was here");
-      fs.mkdirSync(path.join(lockPathOf(file), "notes"));
-      fs.writeFileSync(path.join(lockPathOf(file), "notes", "todo"), "added while held");
+      fs.writeFileSync(path.join(lockPathOf(file), "notes.txt"), "added while held");
       await release();
       expect(fs.readdirSync(root)).toEqual([]);
     }
+  });
+
+  it("a directory inside is never removed with the record: someone's live lock nested in ours stays held (EFOREIGN)", async () => {
+    const root = makeRoot();
+    const file = path.join(root, "F");
+    const release = await acquireLock(file);
+    // Another process holds a lock whose directory lies inside ours: F.lock/x.lock.
+    const nested = path.join(lockPathOf(file), "x");
+    const other = startFixture("hold.mjs", [nested]);
+    expect(await other.nextLine()).toMatch(/^held /);
+    const error = await rejectionOf(release());
+    expect(error.code).toBe("EFOREIGN");
+    const [left] = fs.readdirSync(root).filter((name) => name.startsWith("F.lock.removing."));
+    // Its holder's lock moved with the directory it lies in, and was not removed.
+    expect(fs.readdirSync(path.join(root, left!, "x.lock"))).toEqual(["info"]);
+    expect(fs.existsSync(lockPathOf(file))).toBe(false);
+    other.send("exit");
   });
 
   it("a holder SIGKILLed with a stray file beside its record: inspectLock names the dead pid, and a waiter has the lock within 1 s", async () => {

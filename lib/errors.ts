@@ -177,7 +177,14 @@ function since(timestamp: number | undefined | null): string {
 }
 
 /** The codes of a lock directory refused for an entry inside it (not for what stands at its name). */
-const ENTRY_REFUSALS = new Set(["reparse_point", "unsupported_entry", "not_utf8", "hard_link_unsupported", "limit_exceeded"]);
+const ENTRY_REFUSALS = new Set([
+  "reparse_point",
+  "unsupported_entry",
+  "not_utf8",
+  "hard_link_unsupported",
+  "limit_exceeded",
+  "inner_directory",
+]);
 
 /** One sentence naming who holds a lock. */
 export function describeHolder(holder: HolderInfo | native.HolderInfo | undefined | null, hostAware = false): string {
@@ -221,8 +228,9 @@ export function describeHolder(holder: HolderInfo | native.HolderInfo | undefine
     case "not_a_lock":
       if (holder.code && ENTRY_REFUSALS.has(holder.code)) {
         return (
-          `blocked by a lock directory holding an entry exactlock never follows or removes (${holder.code}: a symlink, ` +
-          "FIFO, socket or device, a hard-linked file, a name that is not UTF-8, or more than a snapshot reads); " +
+          `blocked by a lock directory holding an entry exactlock never follows or removes (${holder.code}: a directory, ` +
+          "which may be someone's lock, a symlink, FIFO, socket or device, a hard-linked file, a name that is not UTF-8, " +
+          "or more than a snapshot reads); " +
           "it is never reclaimed while that entry is there \u2014 look at it and remove it by hand"
         );
       }

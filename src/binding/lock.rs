@@ -543,8 +543,9 @@ fn release_failure(error: ReleaseError) -> LockFailure {
             format!(
                 "Released the file lock (its name is free and this process's record removed), but \
                  its directory held entries someone else put there that exactlock does not remove \
-                 (a symlink, FIFO, socket or device, or more than it snapshots): they were left \
-                 where they are, in the directory now at {}.",
+                 (a directory, which may be someone's lock; a symlink, FIFO, socket or device; or \
+                 more than it snapshots): they were left where they are, in the directory now at \
+                 {}.",
                 path.display()
             ),
         ),

@@ -90,20 +90,47 @@ impl LockDirIdentity {
 }
 
 /// The `info` entry of a lock-directory snapshot: a regular file named
-/// `info` in its root. Entries beside it (a `.DS_Store`, an editor's swap
-/// file, a note) do not make it any less the lock's record: a lock is
-/// judged by its record, and removed as the whole tree that was
-/// snapshotted with it, as the original module does. (Without this, one
-/// stray file made a lock nobody could ever take: its record read as
-/// unreadable, its holder's death never proven.)
+/// `info` in its root, beside nothing but other regular files. Files beside
+/// it (a `.DS_Store`, an editor's swap file, a note) do not make it any
+/// less the lock's record: a lock is judged by its record, and removed as
+/// the whole tree that was snapshotted with it, as the original module
+/// does. (Without this, one stray file made a lock nobody could ever take:
+/// its record read as unreadable, its holder's death never proven.) A
+/// directory inside is another matter: it may be somebody's lock, held by a
+/// live process (`F.lock/x.lock`), which no verdict on `info` may remove.
 pub fn info_entry(snapshot: &TreeSnapshot) -> Option<&TreeEntry> {
     let (root, entries) = snapshot.entries.split_first()?;
-    if !root.relative_path.is_empty() {
+    if !root.relative_path.is_empty() || has_inner_directory(snapshot) {
         return None;
     }
+    record_entry(entries)
+}
+
+/// The regular file `info` directly in the root, among `entries` (the
+/// snapshot's, root excluded), whatever stands beside it.
+fn record_entry(entries: &[TreeEntry]) -> Option<&TreeEntry> {
     entries
         .iter()
         .find(|entry| entry.relative_path == INFO_NAME && entry.kind == EntryKind::File)
+}
+
+/// The `info` record of a snapshot that holds a directory beside it (see
+/// [`info_entry`]): what a release compares with its own before it frees
+/// the name and leaves the rest where it is.
+pub fn record_beside_directories(snapshot: &TreeSnapshot) -> Option<&TreeEntry> {
+    let (_, entries) = snapshot.entries.split_first()?;
+    has_inner_directory(snapshot)
+        .then(|| record_entry(entries))
+        .flatten()
+}
+
+/// Whether a snapshot holds a directory below its root.
+pub fn has_inner_directory(snapshot: &TreeSnapshot) -> bool {
+    snapshot
+        .entries
+        .iter()
+        .skip(1)
+        .any(|entry| entry.kind == EntryKind::Directory)
 }
 
 /// Whether a snapshot is an empty directory (a legacy `mkdir` lock that

@@ -9,7 +9,7 @@ use crate::sys::os::io::Errno;
 
 use crate::fs::fsx::{self, ReadRefusal};
 use crate::fs::tree::{self, TreeSnapshot, sha256_hex};
-use crate::lock::identity::{INFO_NAME, info_entry, is_empty_dir};
+use crate::lock::identity::{INFO_NAME, has_inner_directory, info_entry, is_empty_dir};
 use crate::lock::record::{MAX_RECORD_BYTES, OwnerRecord};
 use crate::sys::errno::{errno_code, is_transient};
 
@@ -114,6 +114,13 @@ fn observe_lock(parent: BorrowedFd<'_>, name: &OsStr) -> Result<Observation, Obs
                 code: "tree_changed",
             });
         }
+    }
+    // A directory beside the record may be somebody's live lock: no
+    // verdict on the record may remove it (see `info_entry`).
+    if has_inner_directory(&snapshot) && record_bytes.is_some() {
+        return Ok(Observation::Refused {
+            code: "inner_directory",
+        });
     }
     let owner = match (record_bytes, info_entry(&snapshot)) {
         (None, _) if is_empty_dir(&snapshot) => Owner::NoRecord {

@@ -20,9 +20,9 @@ use crate::sys::os::io::Errno;
 use crate::fs::caps;
 use crate::fs::fsx;
 use crate::fs::rename;
-use crate::fs::tree::{self, TreeSnapshot, sha256_hex};
+use crate::fs::tree::{self, TreeEntry, TreeSnapshot, sha256_hex};
 use crate::lock::fastpath;
-use crate::lock::identity::{INFO_NAME, info_entry};
+use crate::lock::identity::{INFO_NAME, info_entry, record_beside_directories};
 use crate::lock::table::{self, BeginRelease, Generation, LockKey};
 use crate::sys::errno::is_flock_unsupported;
 
@@ -263,6 +263,14 @@ pub fn remove_generation(generation: &Generation) -> Result<(), Removal> {
             });
         }
     };
+    if record_beside_directories(&snapshot).is_some_and(|record| is_our_record(record, generation))
+        && is_our_root(&snapshot_root(&snapshot), generation)
+    {
+        // A directory someone put in ours may be a live lock of theirs:
+        // never removed with ours. The name is freed and our record
+        // removed; the rest stays, and the release says where.
+        return remove_as_published(generation, Foreign::Leave).unwrap_or(Err(Removal::OwnerChanged));
+    }
     if !is_ours(&snapshot, generation) {
         return Err(Removal::OwnerChanged);
     }
@@ -272,9 +280,13 @@ pub fn remove_generation(generation: &Generation) -> Result<(), Removal> {
 /// Whether `snapshot` is of this generation's own directory holding the
 /// record it published, byte for byte.
 fn is_ours(snapshot: &TreeSnapshot, generation: &Generation) -> bool {
-    let our_digest = sha256_hex(&generation.record_bytes);
     is_our_root(&snapshot_root(snapshot), generation)
-        && info_entry(snapshot).and_then(|info| info.sha256.as_deref()) == Some(&our_digest)
+        && info_entry(snapshot).is_some_and(|info| is_our_record(info, generation))
+}
+
+/// Whether the `info` entry `record` holds the bytes this generation wrote.
+fn is_our_record(record: &TreeEntry, generation: &Generation) -> bool {
+    record.sha256.as_deref() == Some(sha256_hex(&generation.record_bytes).as_str())
 }
 
 fn snapshot_root(snapshot: &TreeSnapshot) -> (u64, u64) {
@@ -597,9 +609,9 @@ mod tests {
                 (|lock: &std::path::Path| std::fs::write(lock.join("note"), b"x").unwrap())
                     as fn(&std::path::Path),
             ),
-            ("directory", |lock| {
-                std::fs::create_dir(lock.join("sub")).unwrap();
-                std::fs::write(lock.join("sub/.DS_Store"), b"x").unwrap();
+            ("two files", |lock| {
+                std::fs::write(lock.join(".DS_Store"), b"x").unwrap();
+                std::fs::write(lock.join(".info.swp"), b"x").unwrap();
             }),
             ("entry come and gone", |lock| {
                 std::fs::write(lock.join("gone"), b"x").unwrap();
@@ -617,13 +629,32 @@ mod tests {
             assert_eq!(listing(&dir), Vec::<String>::new(), "{kind}");
             std::fs::remove_dir_all(dir).unwrap();
         }
-        // A symlink, which no snapshot reads (nor a release removes): the
-        // name is freed and our record removed; the symlink stays where it
-        // is, in the directory at its quarantine name, and the release says
-        // where.
+        // A symlink, which no snapshot reads (nor a release removes), and a
+        // directory, which may be someone's live lock: the name is freed and
+        // our record removed; they stay where they are, in the directory at
+        // its quarantine name, and the release says where.
+        for (kind, make) in [
+            (
+                "symlink",
+                (|lock: &std::path::Path| std::os::unix::fs::symlink("/", lock.join("link")).unwrap())
+                    as fn(&std::path::Path),
+            ),
+            ("directory", |lock| {
+                std::fs::create_dir(lock.join("link")).unwrap();
+                std::fs::write(lock.join("link/info"), b"{}").unwrap();
+            }),
+        ] {
+            left_foreign(kind, make);
+        }
+    }
+
+    /// A release of a lock that gained `make`'s entry, named `link`: it is
+    /// left in the directory at its quarantine name, the release says where.
+    #[cfg(unix)]
+    fn left_foreign(kind: &str, make: fn(&std::path::Path)) {
         let dir = tempdir("gained-link");
         let id = acquire_free(&dir);
-        std::os::unix::fs::symlink("/", dir.join("f.lock/link")).unwrap();
+        make(&dir.join("f.lock"));
         let FirstAttempt::Done(Err(ReleaseError::LeftForeign(left))) = release_first_attempt(id)
         else {
             panic!("the release says what it left");
@@ -635,7 +666,7 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(names, ["link"]);
+        assert_eq!(names, ["link"], "{kind}");
         assert!(table::held(id).is_none(), "released");
         std::fs::remove_dir_all(dir).unwrap();
     }
