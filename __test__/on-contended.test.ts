@@ -115,6 +115,7 @@ describe("onContended", () => {
     const file = path.join(makeRoot(), "state.json");
     const first = await acquireLock(file);
     let calls = 0;
+    // Its outcome is taken at once: it may settle (with "bail") before the release below is awaited.
     const waiting = acquireLock(file, {
       retries: 1000,
       retryDelayMs: 10,
@@ -122,7 +123,10 @@ describe("onContended", () => {
         calls++;
         throw new Error("bail");
       },
-    });
+    }).then(
+      (release) => ({ release }),
+      (error: Error) => ({ error }),
+    );
     // Keep this thread busy so the callback cannot run before the lock frees.
     const busyUntil = (ms: number) => {
       const end = performance.now() + ms;
@@ -132,10 +136,7 @@ describe("onContended", () => {
     const releasing = first();
     busyUntil(50);
     await releasing;
-    const outcome = await waiting.then(
-      (release) => ({ release }),
-      (error: Error) => ({ error }),
-    );
+    const outcome = await waiting;
     if ("release" in outcome) {
       expect(calls).toBe(0);
       await outcome.release();
