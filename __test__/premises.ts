@@ -32,6 +32,8 @@ export interface Needs {
   root?: boolean;
   /** Commands on PATH, or absolute paths of executables. */
   tools?: string[];
+  /** Folders this process must be able to write (a checkout another uid owns is read-only to it). */
+  writable?: string[];
 }
 
 /** Whether `tool` (a command name or an absolute path) can be run here. */
@@ -47,6 +49,15 @@ export function onPath(tool: string): boolean {
   return spawnSync("sh", ["-c", 'command -v "$1" >/dev/null 2>&1', "sh", tool]).status === 0;
 }
 
+function canWrite(folder: string): boolean {
+  try {
+    fs.accessSync(folder, fs.constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Why a test with these needs cannot run here (every missing premise, named), or undefined when it can. */
 export function unmet(needs: Needs): string | undefined {
   const why: string[] = [];
@@ -55,6 +66,8 @@ export function unmet(needs: Needs): string | undefined {
   // Off Linux the tools a Linux test names (setpriv, unshare) are not looked for: the first reason says it all.
   const missing = needs.linux && !ON_LINUX ? [] : (needs.tools ?? []).filter((tool) => !onPath(tool));
   if (missing.length > 0) why.push(`missing tool: ${missing.join(", ")}`);
+  const readOnly = (needs.writable ?? []).filter((folder) => !canWrite(folder));
+  if (readOnly.length > 0) why.push(`needs write access to ${readOnly.join(", ")} (running as uid ${process.getuid?.() ?? "none"})`);
   return why.length > 0 ? why.join("; ") : undefined;
 }
 
