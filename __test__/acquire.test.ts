@@ -908,7 +908,7 @@ describe("abort", () => {
 });
 
 /** What a relative path's error adds (a relative path is never resolved: SPEC §3). */
-const RESOLVE_IT = "(or a file: URL): resolve it first, e.g. path.resolve(p), so every process names the same lock";
+const RESOLVE_IT = "(or a URL object with the file: scheme): resolve it first, e.g. path.resolve(p), so every process names the same lock";
 
 describe("options validation", () => {
   it.each([

@@ -15,6 +15,7 @@
  */
 import { readdirSync } from "node:fs";
 import * as path from "node:path";
+import { pathToFileURL } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import * as main from "../lib/index.ts";
 import * as testing from "../lib/testing.ts";
@@ -198,8 +199,21 @@ function lockPathRows(name: string, call: (value: unknown, dir: string) => unkno
       call(new URL("http://example.com/x"), d),
     ),
     row(`${name} ""`, VALUE, new RegExp(`^${n} must be a non-empty absolute path; received ""$`), (d) => call("", d)),
-    row(`${name} relative`, VALUE, new RegExp(`^${n} must be an absolute path \\(or a file: URL\\): resolve it first, e\\.g\\. path\\.resolve\\(p\\)`), (d) =>
+    row(`${name} relative`, VALUE, new RegExp(`^${n} must be an absolute path \\(or a URL object with the file: scheme\\): resolve it first, e\\.g\\. path\\.resolve\\(p\\)`), (d) =>
       call("rel/x", d),
+    ),
+    row(`${name} a file: URL as a string`, VALUE, new RegExp(`^${n} is a file: URL written as a string, which is not a path: pass new URL\\(text\\)`), (d) =>
+      call(pathToFileURL(path.join(d, "x")).href, d),
+    ),
+    // "/a/dir/" would lock "/a/dir/.lock" where "/a/dir" locks "/a/dir.lock": refused, never two locks of one path.
+    ...[["a trailing slash", (d: string) => `${d}/sub/`], ["a trailing /.", (d: string) => `${d}/sub/.`], ["a trailing /..", (d: string) => `${d}/sub/..`], ["the root", () => "/"]].map(
+      ([what, of]) =>
+        row(`${name} with ${what as string}`, VALUE, new RegExp(`^${n} must end in a file's name, not in a path separator, "\\." or "\\.\\."`), (d) =>
+          call((of as (d: string) => string)(d), d),
+        ),
+    ),
+    row(`${name} a file: URL with a trailing slash`, VALUE, new RegExp(`^${n} must end in a file's name`), (d) =>
+      call(pathToFileURL(`${d}/sub/`), d),
     ),
     row(`${name} with NUL`, VALUE, new RegExp(`^${n} must not contain NUL bytes; received ".*\\\\u0000b`), (d) =>
       call(path.join(d, "sub", "a\0b"), d),
@@ -250,6 +264,18 @@ function lockOptionRows(call: (options: unknown, dir: string) => unknown): Row[]
     ),
     row("inlineFastPath null", TYPE, /^inlineFastPath must be a boolean; received null$/, (d) =>
       call({ inlineFastPath: null }, d),
+    ),
+    row('mode "770"', TYPE, /^mode must be a number; received type string \("770"\)$/, (d) => call({ mode: "770" }, d)),
+    ...[
+      ["0o600 (no owner x)", 0o600, "0o600"],
+      ["0o1770 (sticky)", 0o1770, "0o1770"],
+      ["770 (decimal)", 770, "0o1402"],
+      ["1.5", 1.5, "1.5"],
+      ["-1", -1, "-1"],
+    ].map(([what, value, shown]) =>
+      row(`mode ${what}`, VALUE, new RegExp(`^mode must be permission bits from 0o700 to 0o777: .* received ${shown}$`), (d) =>
+        call({ mode: value }, d),
+      ),
     ),
     row("signal {}", TYPE, /^signal must be an AbortSignal; received an object$/, (d) => call({ signal: {} }, d)),
     row("signal null", TYPE, /^signal must be an AbortSignal; received null$/, (d) => call({ signal: null }, d)),

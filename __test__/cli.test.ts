@@ -3,7 +3,7 @@
  * locks on disk, real signals.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CLI, deadOwnerLock, makeTempDir, type Proc, removeDir, runCli, startCli, startHolder } from "./cli-helpers.ts";
@@ -211,6 +211,39 @@ describe("exactlock run", () => {
     expect(result.stdout).not.toContain("ran");
     const status = await runCli(["status", "--json", file]);
     expect(JSON.parse(status.stdout)[0].holder.pid).toBe(first.pid);
+  });
+
+  // Issue 41, item 4: the lock was the exactlock process's, so SIGKILLing it freed the lock while
+  // CMD kept running, and a second CMD ran beside the first. The record now names CMD itself
+  // (POSIX: CMD waits at a gate until the lock is held in its name), as flock(1)'s lock lives
+  // with the descriptor CMD inherits.
+  it.skipIf(process.platform !== "linux")("SIGKILL of exactlock run: no other holder of FILE while CMD lives; the lock is taken at once when CMD ends", async () => {
+    const file = path.join(dir, "state.json");
+    const script = "console.log(JSON.stringify({ ready: true, pid: process.pid })); setTimeout(() => {}, 3000);";
+    const run = startCli(["run", file, "--", node, "-e", script]);
+    running.push(run);
+    const { pid } = await run.waitForLine<{ ready?: boolean; pid: number }>((line) => line.ready === true);
+    const status = JSON.parse((await runCli(["status", "--json", file])).stdout)[0];
+    expect(status.holder).toMatchObject({ pid, liveness: "live" });
+    // Its exit, not its streams' end: CMD inherited them and keeps them open.
+    const killed = new Promise((resolve) => run.child.once("exit", resolve));
+    run.child.kill("SIGKILL");
+    await killed;
+    const killedAt = performance.now();
+    const { acquireLock } = await import("../lib/index.ts");
+    const release = await acquireLock(file, { timeout: 20_000 });
+    const waited = performance.now() - killedAt;
+    // Running: not gone, and not a zombie (CMD, orphaned by the SIGKILL, may wait unreaped).
+    let cmdAlive = true;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      cmdAlive = stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+    } catch {
+      cmdAlive = false;
+    }
+    await release();
+    expect(cmdAlive, "the lock was taken while CMD still ran").toBe(false);
+    expect(waited, "CMD still had a second or more to run").toBeGreaterThan(500);
   });
 
   it("exits 127 when CMD does not exist, and releases the lock", async () => {

@@ -390,10 +390,23 @@ describe("hostile: info is not a plain record", () => {
     expectNoDebris(root);
   });
 
-  it("refuses a dead owner's lock directory that holds anything besides info", async () => {
+  // A lock is judged by its record and removed as the tree snapshotted with it (issue 41,
+  // item 2: one stray file used to make a lock nobody could ever take).
+  it("reclaims a dead owner's lock directory holding a file beside info, removing exactly that tree", async () => {
     const root = tempRoot();
     const { file, lock } = lockWithInfo(root, record(deadPid()));
     fs.writeFileSync(path.join(lock, "notes.txt"), "not part of a lock");
+    const release = await acquireLock(file, SHORT);
+    expect(fs.readdirSync(lock)).toEqual(["info"]);
+    await release();
+    expect(listing(root)).toEqual({});
+    expectNoDebris(root);
+  });
+
+  it("refuses a dead owner's lock directory holding a symlink beside info (no snapshot reads it, nothing removes it)", async () => {
+    const root = tempRoot();
+    const { file, lock } = lockWithInfo(root, record(deadPid()));
+    fs.symlinkSync("/", path.join(lock, "link"));
     await expectSafeRefusal(root, file, ["malformed", "not_a_lock"]);
   });
 
@@ -755,6 +768,39 @@ describe("hostile: umask 0777", () => {
         console.log(JSON.stringify({ umask: process.umask().toString(8), seen, left: fs.readdirSync(${JSON.stringify(parent)}) }));`;
       const seen = await runChild(script, { uid: NOBODY, umask });
       expect(seen).toEqual({ umask: umask.toString(8), seen: ["700/600", "700/600", "700/600", "700/600"], left: [] });
+    });
+  }
+
+  // Issue 41, item 6: a missing parent made under a umask that takes the owner's own bits
+  // (0777 leaves 0000, 0477 leaves -wx) could not be opened to set its mode, nor hold the
+  // next directory; it was left at 0000-0300, and every later acquisition of the path failed.
+  for (const umask of [0o777, 0o477, 0o577, 0o677, 0o707]) {
+    it(`creates a missing parent chain 0700 under umask ${umask.toString(8)} as uid nobody, and a later acquisition under umask 022 succeeds`, async () => {
+      const root = tempRoot();
+      fs.chmodSync(root, 0o755);
+      const parent = path.join(root, "p");
+      fs.mkdirSync(parent, { mode: 0o700 });
+      fs.chownSync(parent, NOBODY, NOBODY);
+      const file = path.join(parent, "a", "b", "c", "f");
+      const script = `
+        import * as fs from "node:fs";
+        import { acquireLock } from ${JSON.stringify(facadeForAnyUid())};
+        const mode = (p) => (fs.statSync(p).mode & 0o7777).toString(8);
+        const file = ${JSON.stringify(file)};
+        const seen = {};
+        try {
+          const release = await acquireLock(file);
+          for (const name of ["a", "a/b", "a/b/c"]) seen[name] = mode(${JSON.stringify(parent)} + "/" + name);
+          await release();
+          process.umask(0o022);
+          await (await acquireLock(file))();
+          seen.again = true;
+        } catch (error) {
+          seen.error = error.code + ": " + error.message;
+        }
+        console.log(JSON.stringify(seen));`;
+      const seen = await runChild(script, { uid: NOBODY, umask });
+      expect(seen).toEqual({ a: "700", "a/b": "700", "a/b/c": "700", again: true });
     });
   }
 });

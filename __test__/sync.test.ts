@@ -179,6 +179,58 @@ describe("sync beside a slow async acquisition", () => {
   });
 });
 
+describe("sync beside a stalled async acquisition of the same file name in another directory", () => {
+  it("takes the free lock at once (issue 41, item 7: arrivals were told apart by file name alone)", async () => {
+    const root = makeRoot();
+    const [fast, slow] = ["fast", "slow"].map((dir) => path.join(root, dir, "state.json"));
+    fs.mkdirSync(path.dirname(fast));
+    fs.mkdirSync(path.dirname(slow));
+    // The async call's first attempt stalls 1.5 s before it knows its key (a slow mount).
+    injectDelayForTesting("attempt", 1_500, "state.json.lock", 1);
+    const stalled = acquireLock(slow, { inlineFastPath: false });
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const started = performance.now();
+      const release = acquireLockSync(fast, { retries: 0 });
+      expect(performance.now() - started).toBeLessThan(1_000);
+      expect(JSON.parse(fs.readFileSync(`${fast}.lock/info`, "utf8")).pid).toBe(process.pid);
+      release();
+    } finally {
+      await (await stalled)();
+    }
+  });
+
+  it("an earlier async call by an alias, arriving late, is neither overtaken nor waited for: EDEADLK once it is in line", async () => {
+    const root = makeRoot();
+    const real = path.join(root, "real");
+    fs.mkdirSync(real);
+    fs.symlinkSync(real, path.join(root, "alias"));
+    const [file, alias] = [path.join(real, "state.json"), path.join(root, "alias", "state.json")];
+    // Another process holds the lock, and releases it by itself after 600 ms (this thread blocks).
+    const holder = startFixture("hold.mjs", [file, "{}", "600"]);
+    expect(await holder.nextLine()).toMatch(/^held /);
+    // The async call (by the alias) stalls 200 ms in its first attempt, before it knows its key.
+    injectDelayForTesting("attempt", 200, "state.json.lock", 1);
+    const stalled = acquireLock(alias, { inlineFastPath: false, timeout: 10_000 });
+    const started = performance.now();
+    let outcome = "taken";
+    try {
+      acquireLockSync(file, { timeout: 5_000 })();
+    } catch (error) {
+      outcome = (error as FileLockError).code;
+    }
+    const took = performance.now() - started;
+    // It went past the stalled call (another path) and waited for the other process; once the
+    // alias arrived ahead of it in this process's line for the same lock, it refused at its next
+    // look (the holder's release at the latest) rather than wait on its own process.
+    expect(outcome).toBe("EDEADLK");
+    expect(took).toBeLessThan(2_000);
+    await (await stalled)();
+    holder.send("exit");
+    await holder.exited;
+  });
+});
+
 describe("sync beside an async acquisition of the same lock name", () => {
   it("refuses nothing for a lock in another directory once that call has reached its queue; for the same lock, EDEADLK still", async () => {
     const root = makeRoot();

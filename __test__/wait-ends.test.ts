@@ -251,7 +251,7 @@ describe("the path: an absolute string or a file: URL", () => {
   });
 
   it.each([
-    ["a relative path", "state.json", "must be an absolute path (or a file: URL): resolve it first"],
+    ["a relative path", "state.json", "must be an absolute path (or a URL object with the file: scheme): resolve it first"],
     ["an http: URL", new URL("http://example.com/state.json"), "must be a file: URL"],
     ["a file: URL with a host", new URL("file://server/share/state.json"), "names no local path"],
   ])("%s is a TypeError naming the fix", async (_what, filePath, words) => {

@@ -47,6 +47,7 @@ export type FileLockOwnCode =
   | "ERELEASING"
   | "EMISSING"
   | "EOWNERCHANGED"
+  | "EFOREIGN"
   | "EPUBLISH";
 
 /** An OS error name as the failing syscall gave it: EACCES, EPERM, EROFS, ENOSPC, EIO, ELOOP, EBUSY, EXDEV… */
@@ -173,6 +174,9 @@ function since(timestamp: number | undefined | null): string {
   return Number.isNaN(date.getTime()) ? `timestamp ${timestamp}` : date.toISOString();
 }
 
+/** The codes of a lock directory refused for an entry inside it (not for what stands at its name). */
+const ENTRY_REFUSALS = new Set(["reparse_point", "unsupported_entry", "not_utf8", "hard_link_unsupported", "limit_exceeded"]);
+
 /** One sentence naming who holds a lock. */
 export function describeHolder(holder: HolderInfo | native.HolderInfo | undefined | null, hostAware = false): string {
   if (holder != null && typeof holder !== "object") {
@@ -213,8 +217,22 @@ export function describeHolder(holder: HolderInfo | native.HolderInfo | undefine
     case "no_record":
       return "held by an empty lock directory without an owner record (a legacy holder, or one still publishing)";
     case "not_a_lock":
+      if (holder.code && ENTRY_REFUSALS.has(holder.code)) {
+        return (
+          `blocked by a lock directory holding an entry exactlock never follows or removes (${holder.code}: a symlink, ` +
+          "FIFO, socket or device, a hard-linked file, a name that is not UTF-8, or more than a snapshot reads); " +
+          "it is never reclaimed while that entry is there \u2014 look at it and remove it by hand"
+        );
+      }
       return `blocked by something that is not a lock directory (${holder.code ?? "refused"}); it is never followed or removed`;
     case "transient":
+      if (holder.code === "EACCES" || holder.code === "EPERM") {
+        return (
+          `held by an owner whose record this process may not read (${holder.code}): the lock belongs to another user, ` +
+          "and lock directories are 0700 by default, so its holder can never be judged from here; to share a lock " +
+          "between users, every process passes the same mode option (mode: 0o770) and the users share a group"
+        );
+      }
       return `held by an owner whose record is being written or removed (${holder.code ?? "transient"})`;
     default:
       return `held by an unrecognized owner (${holder.state})`;
@@ -238,6 +256,9 @@ const RELEASE_ADVICE: Readonly<Record<string, (lockPath: string) => string>> = {
   EOWNERCHANGED: (lockPath) =>
     `${lockPath} now holds another owner's record (it was replaced while this process held it) and was left ` +
     "to them; what it guarded may have been changed meanwhile \u2014 find who replaced it.",
+  EFOREIGN: () =>
+    "Nothing is left to retry: the lock is free. Look at what was left and remove it by hand; whatever put it " +
+    "into a lock directory should put its files elsewhere.",
 };
 
 /** A failed release as the user meets it: the core's words, then where and what to do. */

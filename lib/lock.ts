@@ -242,7 +242,7 @@ function disposeKeys(own: symbol | undefined, name: string): readonly symbol[] {
 type Ending = "done" | "retry";
 
 /** The codes after which a release has nothing left to retry. */
-const FINAL_RELEASE_CODES = new Set(["ERELEASED", "ERELEASING", "EMISSING", "EOWNERCHANGED"]);
+const FINAL_RELEASE_CODES = new Set(["ERELEASED", "ERELEASING", "EMISSING", "EOWNERCHANGED", "EFOREIGN"]);
 
 function endingOf(error: unknown): Ending {
   return error instanceof FileLockError && FINAL_RELEASE_CODES.has(error.code) ? "done" : "retry";
@@ -532,17 +532,29 @@ const heldFileLock = (function heldFileLock(lockPath: string, release: { readonl
   });
 });
 
+/**
+ * {@link acquireLock} in the name of `pid`, a child this process started
+ * and waits for: its record names that child, so the lock lives as long as
+ * the child does (`exactlock run`'s command, as flock(1)'s lock lives with
+ * its command), whatever happens to this process. Not exported: a record
+ * naming another process is for the CLI's own child only.
+ */
+export async function acquireLockFor(pid: number, filePath: string, options: FileLockOptions): Promise<LockRelease> {
+  return (await acquire(filePath, options, { onBehalfOf: pid })).release;
+}
+
 /** {@link acquireLock}, also naming the generation won and the lock's path. */
 async function acquire(
   filePath: string | URL,
   options: FileLockOptions | undefined,
-  override?: { timeout: number },
+  override?: { timeout?: number; onBehalfOf?: number },
 ): Promise<{ release: LockRelease; generation: string; lockPath: string }> {
   const path = validateLockFilePath(filePath);
   const resolved = resolveOptions(options);
   // tryAcquireLock: one attempt, whatever the options say (applied after them,
   // so inherited and non-enumerable options count as they do for acquireLock).
-  if (override) resolved.timeout = override.timeout;
+  if (override?.timeout !== undefined) resolved.timeout = override.timeout;
+  const onBehalfOf = override?.onBehalfOf;
   const { signal } = resolved;
   // Already aborted, of whatever reason: rejected before any attempt with the
   // reason itself (SPEC §3), as the original does; there is no holder to name.
@@ -554,14 +566,15 @@ async function acquire(
   let generation: string;
   let lockPath: string;
   for (;;) {
-    const first = firstAttempt(path, resolved, heldByCaller);
+    const first = onBehalfOf === undefined ? firstAttempt(path, resolved, heldByCaller) : undefined;
     if (typeof first === "string") {
       generation = first;
       lockPath = lockPathOf(path);
       break;
     }
     const thrown: Thrown = {};
-    const result = first ? { failure: first } : await waitForLock(requestOf(path, resolved, heldByCaller), resolved, thrown);
+    const request = { ...requestOf(path, resolved, heldByCaller), onBehalfOf };
+    const result = first ? { failure: first } : await waitForLock(request, resolved, thrown);
     if (result.lock) {
       ({ generation, lockPath } = result.lock);
       break;
@@ -606,6 +619,7 @@ function requestOf(path: string, resolved: ResolvedOptions, heldByCaller: string
     ownerHostId: resolved.ownerHostId,
     previousOwnerHostIds: resolved.previousOwnerHostIds,
     heldByCaller,
+    mode: resolved.mode,
   };
 }
 
@@ -631,6 +645,7 @@ function firstAttempt(
     options.ownerHostId,
     options.previousOwnerHostIds,
     heldByCaller,
+    options.mode,
   );
   return answer ?? undefined;
 }

@@ -5,6 +5,7 @@
 import type { FileLockError, HolderInfo } from "./errors.js";
 import {
   validateHostIds,
+  validateLockMode,
   validateNonNegative,
   validateOptionalBoolean,
   validateOptionalFunction,
@@ -66,6 +67,16 @@ export interface FileLockOptions {
    * (network filesystems).
    */
   inlineFastPath?: boolean;
+  /**
+   * The lock directory's permission bits, made exact under any umask: `0o700`
+   * by default (its record gets the same less every `x`: `0o600`), and so do
+   * the parent directories an acquisition creates. A lock shared by several
+   * users passes the same group mode in every process (`0o770`: each user's
+   * waiter can read another's record, wait for a live holder and reclaim a
+   * dead one; the users share a group, e.g. through a setgid directory). It
+   * must keep the owner's `rwx` (`0o700`–`0o777`).
+   */
+  mode?: number;
 }
 
 /** The holder an acquisition found: the core's description, and the same in words. */
@@ -84,6 +95,7 @@ export const FILE_LOCK_OPTION_KEYS = [
   "ownerHostId",
   "previousOwnerHostIds",
   "inlineFastPath",
+  "mode",
 ] as const satisfies readonly (keyof FileLockOptions)[];
 
 export const DEFAULT_STALE_MS = 10_000;
@@ -103,6 +115,7 @@ export interface ResolvedOptions {
   ownerHostId?: string;
   previousOwnerHostIds: string[];
   inlineFastPath: boolean;
+  mode?: number;
 }
 
 /** Validates `options` and applies the defaults. */
@@ -125,5 +138,7 @@ export function resolveOptions(options: FileLockOptions | undefined): ResolvedOp
   if (onContended) resolved.onContended = onContended;
   const onCompromised = validateOptionalFunction<(error: FileLockError) => void>(given.onCompromised, "onCompromised");
   if (onCompromised) resolved.onCompromised = onCompromised;
+  const mode = validateLockMode(given.mode);
+  if (mode !== undefined) resolved.mode = mode;
   return resolved;
 }

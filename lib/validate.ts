@@ -91,9 +91,34 @@ function endsInDotOrSpace(filePath: string): boolean {
  * different files under one name.
  */
 export function validateLockFilePath(value: unknown, name = "filePath"): string {
-  if (value instanceof URL) return validateFilePath(fileUrlPath(value, name), name);
+  if (value instanceof URL) return validateFinalName(validateFilePath(fileUrlPath(value, name), name), name);
   if (typeof value !== "string") throw wrongType(name, "a string or a file: URL", value);
-  return validateFilePath(value, name, " (or a file: URL): resolve it first, e.g. path.resolve(p), so every process names the same lock");
+  if (/^file:/i.test(value)) {
+    throw badValue(name, "is a file: URL written as a string, which is not a path: pass new URL(text), or the path itself", quote(value));
+  }
+  const filePath = validateFilePath(value, name, " (or a URL object with the file: scheme): resolve it first, e.g. path.resolve(p), so every process names the same lock");
+  return validateFinalName(filePath, name);
+}
+
+/**
+ * A lock path must end in a file's name: the lock is that string with
+ * `.lock` appended, so `/a/dir/` would lock `/a/dir/.lock` (inside the
+ * directory) where `/a/dir` locks `/a/dir.lock` — two locks for one path —
+ * and `/a/dir/.` or `/a/..` name a directory by another spelling. Refused
+ * rather than normalised: the original module, given `/a/dir/`, locks
+ * `/a/dir/.lock`, and normalising would stop excluding it.
+ */
+function validateFinalName(filePath: string, name: string): string {
+  const separators = process.platform === "win32" ? /[\\/]/ : /\//;
+  const last = filePath.split(separators).at(-1);
+  if (last === "" || last === "." || last === "..") {
+    throw badValue(
+      name,
+      "must end in a file's name, not in a path separator, \".\" or \"..\" (the lock is the path with \".lock\" appended, so \"/a/dir/\" and \"/a/dir\" would be two locks of one directory); write the path without them",
+      quote(filePath),
+    );
+  }
+  return filePath;
 }
 
 function fileUrlPath(url: URL, name: string): string {
@@ -121,6 +146,21 @@ export function validateOptionalCount(value: unknown, name: string): number | un
   if (typeof value !== "number") throw wrongType(name, "a number", value);
   if (!Number.isInteger(value) || value < 0 || value > 0xffff_ffff) {
     throw badValue(name, "must be an integer from 0 to 4294967295", describeValue(value));
+  }
+  return value;
+}
+
+/** `undefined`, or a lock directory's permission bits: an integer from 0o700 to 0o777 (the owner keeps `rwx`). */
+export function validateLockMode(value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "number") throw wrongType("mode", "a number", value);
+  if (!Number.isInteger(value) || value < 0o700 || value > 0o777) {
+    const shown = Number.isInteger(value) && value >= 0 ? `0o${value.toString(8)}` : describeValue(value);
+    throw badValue(
+      "mode",
+      "must be permission bits from 0o700 to 0o777: the owner keeps rwx, the group and others get what is shared (e.g. 0o770)",
+      shown,
+    );
   }
   return value;
 }

@@ -53,10 +53,15 @@ pub fn acquire_free_named(dir: &Path, file: &str) -> u64 {
     use crate::lock::acquire::acquire_first_attempt;
     use crate::lock::fastpath;
     use std::time::Duration;
-    fastpath::learn(dir, Some(true), Duration::ZERO);
-    // As the off-thread attempt that earned it would have: its debris scanned.
+    // As the off-thread attempt that earned it would have: its filesystem
+    // looked at, and its debris scanned.
     use crate::sys::os::fd::AsFd;
     let parent = crate::fs::fsx::open_dir_nofollow(dir).unwrap();
+    fastpath::learn(
+        dir,
+        Some(fastpath::Lesson::of(parent.as_fd())),
+        Duration::ZERO,
+    );
     let (key, links) =
         crate::lock::table::LockKey::with_parent_links(parent.as_fd(), "f".as_ref()).unwrap();
     let own = crate::lock::table::generations_in(&key.parent)
@@ -90,5 +95,7 @@ pub fn acquire_options(
         sequence: crate::lock::table::next_id(),
         held_by_caller: Vec::new(),
         on_contended: None,
+        mode: Default::default(),
+        on_behalf_of: None,
     })
 }

@@ -8,7 +8,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { constants } from "node:os";
 import * as path from "node:path";
-import { acquireLock, FileLockAcquireError, type LockRelease } from "../index.js";
+import { acquireLock, FileLockAcquireError, FileLockError, type LockRelease } from "../index.js";
+import { acquireLockFor } from "../lock.js";
 import { hostIdFlag, integerFlag, parseFlags, UsageError } from "./args.js";
 
 export const EXIT_LOCK_UNAVAILABLE = 75;
@@ -44,8 +45,11 @@ Unlike flock, the lock has an owner record (pid, start time) that
 'exactlock status FILE' shows, and a lock whose owner died is taken at once.
 
 SIGINT, SIGTERM and SIGHUP received while CMD runs are forwarded to CMD; one
-received while waiting gives up the wait. The lock's owner is this exactlock
-process: if it is SIGKILLed, CMD keeps running but the lock is reclaimable.
+received while waiting gives up the wait. The lock's owner is CMD itself (its
+record names CMD's pid; on Windows, this exactlock process): as with flock,
+the lock lives as long as CMD runs, even if this exactlock process is
+SIGKILLed, and is reclaimable at once when CMD exits. (Only CMD's own
+process: a daemon it forks and leaves behind does not hold the lock.)
 
 Unlike flock, the default wait is 5 s, not forever (-w inf waits forever), and
 a lock that cannot be had exits 75 with a message on stderr, where flock -n
@@ -194,16 +198,81 @@ class SignalRelay {
   }
 }
 
-/** Takes the lock, or explains why not and names the exit status. */
-async function takeLock(options: RunOptions, relay: SignalRelay): Promise<LockRelease | number> {
-  try {
-    return await acquireLock(options.file, {
-      timeout: options.waitMs,
-      retryDelayMs: options.retryDelayMs,
-      signal: relay.abort.signal,
-      ...(options.staleMs === undefined ? {} : { staleMs: options.staleMs }),
-      ...(options.ownerHostId === undefined ? {} : { ownerHostId: options.ownerHostId }),
+/**
+ * CMD, started before the lock is taken and held at a gate until it is
+ * (POSIX): `sh` waits for a line on descriptor 3, then becomes CMD (`exec`
+ * keeps its pid and start), so the lock's record names CMD itself and the
+ * lock lives as long as CMD does, whatever happens to this process (as
+ * flock(1)'s lock lives with the descriptor CMD inherits). The gate closed
+ * without a line (the lock not had, or this process gone) ends the child
+ * before CMD runs. Windows has no `exec`: there CMD starts once the lock is
+ * held, and this process is its owner.
+ */
+const GATE = 'IFS= read -r go <&3 || exit 0; exec 3<&-; exec "$@"';
+const GATED = process.platform !== "win32";
+
+/** CMD, and how it ended; started at once, gated where it can be (see {@link GATE}). */
+interface Command {
+  child?: ChildProcess;
+  ended: Promise<number>;
+  /** Lets CMD run (its gate opens, or it starts now). */
+  go(): void;
+  /** Ends it before it ran (its gate closes). */
+  cancel(): void;
+}
+
+function startCommand(options: RunOptions, relay: SignalRelay): Command {
+  if (!GATED) {
+    let go!: () => void;
+    const started = new Promise<ChildProcess>((resolve) => {
+      go = () => resolve(spawn(options.command, options.args, { stdio: "inherit" }));
     });
+    return { ended: started.then((child) => exitOf(child, options, relay)), go, cancel: () => {} };
+  }
+  const child = spawn("/bin/sh", ["-c", GATE, "sh", options.command, ...options.args], {
+    stdio: ["inherit", "inherit", "inherit", "pipe"],
+  });
+  const gate = child.stdio[3] as NodeJS.WritableStream;
+  // A child gone before its gate opens is seen at its exit, not here.
+  gate.on("error", () => {});
+  const ended = exitOf(child, options, relay);
+  return {
+    child,
+    ended,
+    go: () => {
+      relay.forwardTo(child);
+      gate.end("go\n");
+    },
+    cancel: () => gate.end(),
+  };
+}
+
+/** CMD's exit status (128 + N for signal N; 127 not found, 126 not executable). */
+function exitOf(child: ChildProcess, options: RunOptions, relay: SignalRelay): Promise<number> {
+  if (!GATED) relay.forwardTo(child);
+  return new Promise((resolve) => {
+    child.once("error", (error: NodeJS.ErrnoException) => {
+      process.stderr.write(`exactlock run: cannot run ${options.command}: ${error.message}\n`);
+      resolve(error.code === "ENOENT" ? 127 : 126);
+    });
+    child.once("exit", (code, signal) => {
+      resolve(signal ? 128 + signalNumber(signal) : (code ?? 1));
+    });
+  });
+}
+
+/** Takes the lock (in CMD's name where CMD waits at its gate), or explains why not and names the exit status. */
+async function takeLock(options: RunOptions, relay: SignalRelay, command: Command): Promise<LockRelease | number> {
+  const lockOptions = {
+    timeout: options.waitMs,
+    retryDelayMs: options.retryDelayMs,
+    signal: relay.abort.signal,
+    ...(options.staleMs === undefined ? {} : { staleMs: options.staleMs }),
+    ...(options.ownerHostId === undefined ? {} : { ownerHostId: options.ownerHostId }),
+  };
+  try {
+    const pid = command.child?.pid;
+    return pid === undefined ? await acquireLock(options.file, lockOptions) : await acquireLockFor(pid, options.file, lockOptions);
   } catch (error) {
     if (relay.received) return 128 + signalNumber(relay.received);
     if (error instanceof FileLockAcquireError) {
@@ -215,27 +284,20 @@ async function takeLock(options: RunOptions, relay: SignalRelay): Promise<LockRe
   }
 }
 
-/** Runs CMD with inherited stdio; resolves to its exit status. */
-function runChild(options: RunOptions, relay: SignalRelay): Promise<number> {
-  return new Promise((resolve) => {
-    const child = spawn(options.command, options.args, { stdio: "inherit" });
-    relay.forwardTo(child);
-    child.once("error", (error: NodeJS.ErrnoException) => {
-      process.stderr.write(`exactlock run: cannot run ${options.command}: ${error.message}\n`);
-      resolve(error.code === "ENOENT" ? 127 : 126);
-    });
-    child.once("exit", (code, signal) => {
-      resolve(signal ? 128 + signalNumber(signal) : (code ?? 1));
-    });
-  });
-}
-
-/** Releases the lock; a failure is reported and turns a success into 1. */
-async function releaseLock(release: LockRelease, status: number): Promise<number> {
+/**
+ * Releases the lock; a failure is reported and turns a success into 1. A
+ * lock held in CMD's name that is gone, or someone else's, once CMD has
+ * exited was reclaimed from its dead owner meanwhile: it ended with CMD,
+ * as it should (`inCmdsName`).
+ */
+async function releaseLock(release: LockRelease, status: number, inCmdsName: boolean): Promise<number> {
   try {
     await release();
     return status;
   } catch (error) {
+    if (inCmdsName && error instanceof FileLockError && (error.code === "EMISSING" || error.code === "EOWNERCHANGED")) {
+      return status;
+    }
     process.stderr.write(`exactlock run: releasing the lock failed: ${(error as Error).message}\n`);
     return status === 0 ? 1 : status;
   }
@@ -250,12 +312,18 @@ export async function runCommand(argv: string[]): Promise<number> {
   }
   const relay = new SignalRelay();
   relay.install();
+  const command = startCommand(options, relay);
+  const inCmdsName = command.child !== undefined;
   try {
-    const release = await takeLock(options, relay);
-    if (typeof release === "number") return release;
-    if (relay.received) return await releaseLock(release, 128 + signalNumber(relay.received));
-    const status = await runChild(options, relay);
-    return await releaseLock(release, status);
+    const release = await takeLock(options, relay, command);
+    if (typeof release === "number" || relay.received) {
+      command.cancel();
+      await (GATED ? command.ended : undefined);
+      if (typeof release === "number") return release;
+      return await releaseLock(release, 128 + signalNumber(relay.received!), inCmdsName);
+    }
+    command.go();
+    return await releaseLock(release, await command.ended, inCmdsName);
   } finally {
     relay.uninstall();
   }

@@ -21,6 +21,7 @@ use crate::binding::env::{Scope, scope_of};
 use crate::lock::acquire::{self, AcquireError, AcquireOptions, Claim, Hook};
 use crate::lock::gc;
 use crate::lock::identity::LockDirIdentity;
+use crate::lock::publish::LockMode;
 use crate::lock::record::OwnerRecord;
 use crate::lock::release::{self, FirstAttempt, ReleaseError};
 use crate::lock::report::Holder;
@@ -113,6 +114,11 @@ pub struct AcquireRequest {
     pub cancel_token: Option<u32>,
     /// Generations (`HeldLock.generation`) the caller's call chain holds.
     pub held_by_caller: Option<Vec<String>>,
+    /// `mode`: the lock directory's permission bits (validated by the facade).
+    pub mode: Option<u32>,
+    /// A child of this process to hold the lock in the name of (`exactlock
+    /// run`; not part of the public API).
+    pub on_behalf_of: Option<u32>,
 }
 
 #[napi(object)]
@@ -238,6 +244,8 @@ fn options_of(
             .filter_map(|id| id.parse().ok())
             .collect(),
         on_contended,
+        mode: request.mode.and_then(LockMode::new).unwrap_or_default(),
+        on_behalf_of: request.on_behalf_of,
     })
 }
 
@@ -291,6 +299,7 @@ pub fn acquire_first_attempt_native(
     owner_host_id: Option<String>,
     previous_owner_host_ids: Option<Vec<String>>,
     held_by_caller: Option<Vec<String>>,
+    mode: Option<u32>,
 ) -> Result<Either<String, Option<LockFailure>>> {
     let request = AcquireRequest {
         file_path,
@@ -302,6 +311,8 @@ pub fn acquire_first_attempt_native(
         previous_owner_host_ids,
         cancel_token: None,
         held_by_caller,
+        mode,
+        on_behalf_of: None,
     };
     let scope = scope_of(&env)?;
     let file_path = request.file_path.clone();
@@ -521,6 +532,16 @@ fn release_failure(error: ReleaseError) -> LockFailure {
         ReleaseError::Pending(code) => failure(
             code,
             format!("Failed to release file lock: transient removal failure ({code})."),
+        ),
+        ReleaseError::LeftForeign(path) => failure(
+            "EFOREIGN",
+            format!(
+                "Released the file lock (its name is free and this process's record removed), but \
+                 its directory held entries someone else put there that exactlock does not remove \
+                 (a symlink, FIFO, socket or device, or more than it snapshots): they were left \
+                 where they are, in the directory now at {}.",
+                path.display()
+            ),
         ),
     }
 }

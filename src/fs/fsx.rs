@@ -339,8 +339,26 @@ pub fn dir_identity(dir: BorrowedFd<'_>) -> Result<DirIdentity, Errno> {
 /// The [`DirIdentity`] of an open directory, and its link count as the
 /// same call saw it: 2 plus its subdirectories on most filesystems (ext4,
 /// xfs, tmpfs, APFS), always 1 on some (btrfs, many network mounts).
-#[cfg(target_os = "linux")]
 pub fn dir_identity_and_links(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64), Errno> {
+    let (mut identity, links) = dir_attributes(dir)?;
+    // overlayfs, like every mount without a device of its own, has major
+    // 0: only those pay for the statfs.
+    #[cfg(target_os = "linux")]
+    if identity.birth_ns != 0
+        && crate::sys::os::fs::major(identity.dev) == 0
+        && crate::fs::probe::is_overlayfs(dir)
+    {
+        identity.birth_ns = 0;
+    }
+    Ok((identity, links))
+}
+
+/// [`dir_identity_and_links`] as the one `statx` gives them, the birth
+/// time as reported even on overlayfs: no `statfs`, nor anything else a
+/// network or FUSE mount's server must answer (the attributes are the
+/// cached ones). What the inline fast path compares a directory by.
+#[cfg(target_os = "linux")]
+pub fn dir_attributes(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64), Errno> {
     use crate::sys::os::fs::{StatxFlags, statx};
     // Nothing asked for changes while the descriptor is open but the link
     // count, which is only a hint (see `debris`): the cached attributes
@@ -352,11 +370,8 @@ pub fn dir_identity_and_links(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64),
         StatxFlags::INO | StatxFlags::BTIME | StatxFlags::NLINK,
     ) {
         Ok(stx) => {
-            let birth_known = StatxFlags::from_bits_retain(stx.stx_mask)
-                .contains(StatxFlags::BTIME)
-                // overlayfs, like every mount without a device of its
-                // own, has major 0: only those pay for the statfs.
-                && !(stx.stx_dev_major == 0 && crate::fs::probe::is_overlayfs(dir));
+            let birth_known =
+                StatxFlags::from_bits_retain(stx.stx_mask).contains(StatxFlags::BTIME);
             let birth_ns = if birth_known {
                 i128::from(stx.stx_btime.tv_sec) * 1_000_000_000 + i128::from(stx.stx_btime.tv_nsec)
             } else {
@@ -375,7 +390,7 @@ pub fn dir_identity_and_links(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64),
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn dir_identity_and_links(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64), Errno> {
+pub fn dir_attributes(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64), Errno> {
     fstat_identity(dir)
 }
 
@@ -435,15 +450,25 @@ pub fn open_pin(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Errno> {
 /// itself, never what it points to (macOS).
 pub fn chmod_dir_nofollow(dir: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<(), Errno> {
     if let Some(path_only) = platform::native::PATH_ONLY {
-        let pin = fs::openat(
-            dir,
-            name,
-            path_only | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        return fs::chmod(format!("/proc/self/fd/{}", pin.as_raw_fd()), mode);
+        return chmod_pinned(&pin_dir(dir, name, path_only)?, mode);
     }
     fs::chmodat(dir, name, mode, AtFlags::SYMLINK_NOFOLLOW)
+}
+
+/// The directory `name` in `dir`, opened no-follow with `path_only`.
+fn pin_dir(dir: BorrowedFd<'_>, name: &OsStr, path_only: OFlags) -> Result<OwnedFd, Errno> {
+    fs::openat(
+        dir,
+        name,
+        path_only | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Sets the mode of exactly the inode `pin` holds (`/proc/self/fd/N`
+/// names it; Linux has no `fchmod` through an `O_PATH` descriptor).
+fn chmod_pinned(pin: &OwnedFd, mode: Mode) -> Result<(), Errno> {
+    fs::chmod(format!("/proc/self/fd/{}", pin.as_raw_fd()), mode)
 }
 
 /// A regular file read through a no-follow, non-blocking descriptor, with the
@@ -594,8 +619,11 @@ fn missing_components(path: &Path) -> Result<(PathBuf, Vec<OsString>), Errno> {
     Ok((cursor.to_path_buf(), names))
 }
 
-/// `mkdirat` + no-follow `openat` + `fchmod` of one directory in `parent`;
-/// a directory someone else created meanwhile is used as it is.
+/// `mkdirat` + exact mode + no-follow `openat` of one directory in
+/// `parent`; a directory someone else created meanwhile is used as it is.
+/// The mode is set before the directory is opened: a umask may have taken
+/// the owner's own bits (0777 leaves 0000, 0477 leaves `-wx`), too few to
+/// open it or make the next directory in it.
 fn make_child_dir(parent: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<OwnedFd, Errno> {
     let created = match fs::mkdirat(parent, name, mode) {
         Ok(()) => true,
@@ -603,19 +631,35 @@ fn make_child_dir(parent: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<Ow
         Err(errno) => return Err(errno),
     };
     crate::sys::faults::pause("parent.created", name);
-    let dir = open_child_dir(parent, name)?;
     if created {
-        // A directory swapped in for ours is not ours to chmod: one made by
-        // someone else belongs to them.
-        // (Windows has owners in ACLs, not uids: there, the handle opened
-        // relative to the parent right after the creation is all we have.)
+        chmod_own_dir_nofollow(parent, name, mode)?;
+    }
+    open_child_dir(parent, name)
+}
+
+/// [`chmod_dir_nofollow`] of a directory this process just made: one
+/// swapped in for it is not ours to chmod (one made by someone else
+/// belongs to them), and is refused with `EEXIST`. Where a name can be
+/// pinned without reading it (Linux `O_PATH`), the owner is read from the
+/// pin the mode is then set through; elsewhere from a no-follow `fstatat`
+/// just before. (Windows has owners in ACLs, not uids: there, the mode is
+/// set as asked.)
+fn chmod_own_dir_nofollow(parent: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<(), Errno> {
+    #[cfg(unix)]
+    let ours = |stat: Stat| stat.st_uid == rustix::process::geteuid().as_raw();
+    if let Some(path_only) = platform::native::PATH_ONLY {
+        let pin = pin_dir(parent, name, path_only)?;
         #[cfg(unix)]
-        if fs::fstat(&dir)?.st_uid != rustix::process::geteuid().as_raw() {
+        if !ours(fs::fstat(&pin)?) {
             return Err(Errno::EXIST);
         }
-        fs::fchmod(&dir, mode)?;
+        return chmod_pinned(&pin, mode);
     }
-    Ok(dir)
+    #[cfg(unix)]
+    if !ours(fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?) {
+        return Err(Errno::EXIST);
+    }
+    fs::chmodat(parent, name, mode, AtFlags::SYMLINK_NOFOLLOW)
 }
 
 /// A private name beside `base`, unique per use:

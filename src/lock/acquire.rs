@@ -31,7 +31,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use crate::sys::os::fs::Mode;
 use crate::sys::os::io::Errno;
 
 use crate::fs::fsx;
@@ -44,8 +43,8 @@ use crate::lock::head_threads;
 use crate::lock::names;
 use crate::lock::observe::{Observation, Owner, glance_record, observe};
 use crate::lock::publish::{
-    self, Attempted, PastCache, Publication, PublishError, Published, Staged, StagedPublication,
-    Takeover, publish, publish_over,
+    self, Attempted, LockMode, PastCache, Publication, PublishError, Published, Staged,
+    StagedPublication, Takeover, publish, publish_over,
 };
 use crate::lock::record::OwnerRecord;
 use crate::lock::release;
@@ -85,6 +84,12 @@ pub struct AcquireOptions {
     /// waiting for one of them would wait for itself.
     pub held_by_caller: Vec<u64>,
     pub on_contended: Option<ContendedHook>,
+    /// The lock directory's permission bits (and its record's, and those of
+    /// the parents it makes): `mode`.
+    pub mode: LockMode,
+    /// A child of this process the lock is held in the name of (its record
+    /// names that child: `exactlock run`'s command), or `None`: this one.
+    pub on_behalf_of: Option<u32>,
 }
 
 /// Why an acquisition ended without the lock.
@@ -473,11 +478,11 @@ impl Answer for BlockingAnswer {
 /// unchanged.
 pub fn acquire_first_attempt(options: Arc<AcquireOptions>) -> Result<Inline, AcquireError> {
     let mut attempts = Attempts::new(options)?;
-    if !fastpath::may_inline(&attempts.parent_path) {
-        return Ok(Inline::NotNow(None));
-    }
     let started = Instant::now();
-    let outcome = attempts.inline_attempt();
+    let Some(parent) = fastpath::inline_parent(&attempts.parent_path) else {
+        return Ok(Inline::NotNow(None));
+    };
+    let outcome = attempts.inline_attempt(parent);
     fastpath::inline_took(&attempts.parent_path, started.elapsed());
     outcome
 }
@@ -965,9 +970,21 @@ impl Attempts {
     }
 
     /// The inline attempt (see [`acquire_first_attempt`]).
-    fn inline_attempt(&mut self) -> Result<Inline, AcquireError> {
-        let parent = self.make_parent()?;
-        let (key, parent_links) = self.key_of(parent.as_fd())?;
+    fn inline_attempt(&mut self, parent: fastpath::InlineParent) -> Result<Inline, AcquireError> {
+        let fastpath::InlineParent {
+            dir: parent,
+            identity,
+            links: parent_links,
+        } = parent;
+        if parent_links == 0 {
+            // Removed: the attempt off the thread finds out what the path
+            // leads to now.
+            return Ok(Inline::NotNow(None));
+        }
+        let key = LockKey {
+            parent: identity,
+            name: self.lock_name.clone(),
+        };
         self.refuse_names_too_long_here(parent.as_fd(), &key)?;
         self.refuse_if_held_by_caller(&key)?;
         if !table::nobody_waits_for(&key) {
@@ -997,12 +1014,17 @@ impl Attempts {
                 .map(|published| published.ok_or(None))
         } else {
             let parent_id = (key.parent.dev, key.parent.ino);
-            publish::publish_or_stage(parent.as_fd(), parent_id, &self.lock_name, &record).map(
-                |attempted| match attempted {
-                    Attempted::Published(published) => Ok(published),
-                    Attempted::Contended(staged) => Err(staged),
-                },
+            publish::publish_or_stage(
+                parent.as_fd(),
+                parent_id,
+                &self.lock_name,
+                &record,
+                self.options.mode,
             )
+            .map(|attempted| match attempted {
+                Attempted::Published(published) => Ok(published),
+                Attempted::Contended(staged) => Err(staged),
+            })
         };
         match outcome {
             Ok(Ok(published)) => {
@@ -1032,6 +1054,10 @@ impl Attempts {
         // release can remove.
         names::check(&lock_name).map_err(|too_long| name_too_long(&lock_path, too_long))?;
         let this = incarnation::this_process().map_err(|_| proc_missing(&lock_path))?;
+        let this = match options.on_behalf_of {
+            None => this,
+            Some(pid) => Arc::new(owner_child(pid).ok_or_else(|| child_gone(&lock_path, pid))?),
+        };
         let budget = options.budget;
         Ok(Attempts {
             options,
@@ -1109,10 +1135,10 @@ impl Attempts {
         crate::sys::trace::stamp("waiter: its attempt begins");
         let parent = self.make_parent()?;
         crate::sys::trace::stamp("waiter: the parent pinned");
-        let local =
-            fastpath::needs_lesson(&self.parent_path).then(|| fastpath::is_local(parent.as_fd()));
+        let lesson =
+            fastpath::needs_lesson(&self.parent_path).then(|| fastpath::Lesson::of(parent.as_fd()));
         let step = self.attempt_at(parent);
-        fastpath::learn(&self.parent_path, local, started.elapsed());
+        fastpath::learn(&self.parent_path, lesson, started.elapsed());
         step
     }
 
@@ -1121,6 +1147,9 @@ impl Attempts {
         // What woke us is spent by this attempt, whatever it returns.
         let holder_exited = std::mem::take(&mut self.holder_exited);
         let (key, parent_links) = self.key_of(parent.as_fd())?;
+        if parent_links == 0 {
+            return self.check_removed_parent(&key);
+        }
         self.refuse_names_too_long_here(parent.as_fd(), &key)?;
         self.refuse_if_held_by_caller(&key)?;
         // Before joining the queue: anyone of this process holding the lock
@@ -1129,13 +1158,26 @@ impl Attempts {
         // async call made just before this one) is let arrive first, so
         // that its key tells whether it is for this lock; one that does not
         // arrive in time may be, and is not overtaken either.
-        if self.blocking
-            && self.place.is_none()
-            && (!table::await_earlier_arrivals(&key.name, self.options.sequence)
+        // Earlier calls of this very path are let arrive first; then
+        // whoever of this process holds or queues for the lock. A
+        // synchronous acquisition looks again at every attempt, and when
+        // its publication is refused: an earlier call of another path that
+        // arrives late (see `table::same_path_still_arriving`) may turn out
+        // to be for this lock, and take it.
+        if self.blocking {
+            let first = self.place.is_none();
+            let same_path_arriving = first
+                && table::same_path_still_arriving(
+                    &key.name,
+                    self.options.sequence,
+                    &self.lock_path,
+                );
+            if same_path_arriving
                 || table::held_here(&key)
-                || table::anyone_queued_for(&key))
-        {
-            return Err(self.would_block_its_own_process());
+                || (first && table::anyone_queued_for(&key))
+            {
+                return Err(self.would_block_its_own_process());
+            }
         }
         debris::reap_when_changed(
             parent.as_fd(),
@@ -1147,6 +1189,13 @@ impl Attempts {
         match table::turn(&self.place.as_ref().expect("joined").0, &self.lock_path) {
             table::Turn::Head => {}
             table::Turn::Behind => return Ok(Step::NotHead),
+            // A synchronous acquisition has let earlier arrivals go first
+            // already (above): only one of this very path is surely ahead.
+            table::Turn::AfterArrival { same_path } if self.blocking => {
+                if same_path {
+                    return Err(self.would_block_its_own_process());
+                }
+            }
             table::Turn::AfterArrival { same_path } => {
                 let grace = *self
                     .arrival_patience
@@ -1185,6 +1234,9 @@ impl Attempts {
                 Err(error) => return Err(self.publish_error(error)),
             }
         }
+        if self.blocking && table::held_here(&key) {
+            return Err(self.would_block_its_own_process());
+        }
         let holder = match self.judge_holder(parent.as_fd(), &record, holder_exited)? {
             Judged::Won(published) => {
                 return Ok(Step::Won(self.held(key, parent, published, record)));
@@ -1215,11 +1267,13 @@ impl Attempts {
 
     /// Records a publication as this process's held generation.
     fn held(&self, key: LockKey, parent: OwnedFd, published: Published, record: Vec<u8>) -> Claim {
+        let releases_inline = fastpath::is_fast_dir(&self.parent_path, &key.parent);
+        let parent = table::share_parent(&key.parent, parent);
         Claim::new(table::insert_held(Generation {
             id: table::next_id(),
             key,
             lock_path: self.lock_path.clone(),
-            parent: ClosedLater::new(parent),
+            parent,
             parent_path: self.parent_path.clone(),
             lock_name: self.lock_name.clone(),
             root: ClosedLater::new(published.root),
@@ -1229,6 +1283,7 @@ impl Attempts {
             root_listed: AtomicBool::new(false),
             root_guarded: AtomicBool::new(true),
             waited: self.waited,
+            releases_inline,
         }))
     }
 
@@ -1243,6 +1298,10 @@ impl Attempts {
                 self.name_too_long_here(limit)
             }
             PublishError::Os(errno) => self.io(errno, "cannot stage the lock record"),
+            PublishError::DirRefuses => self.unusable_parent(
+                "refuses new entries as if it did not exist (ENOENT), as the kernel's own \
+                 filesystems do (/proc)",
+            ),
             PublishError::Rename(code) => AcquireError::Io {
                 lock_path: self.lock_path.clone(),
                 code: rename_error_code(code),
@@ -1254,12 +1313,43 @@ impl Attempts {
         }
     }
 
+    /// The error for a lock directory's parent that can hold no lock, and
+    /// never will: retrying would only spend the budget.
+    fn unusable_parent(&self, why: &str) -> AcquireError {
+        AcquireError::Io {
+            lock_path: self.lock_path.clone(),
+            code: "ENOENT",
+            message: format!(
+                "Failed to acquire file lock at {}: its directory {} {why}, so no lock can be \
+                 made there; lock a file in a directory on a filesystem that takes new files.",
+                self.lock_path.display(),
+                self.parent_path.display()
+            ),
+        }
+    }
+
+    /// A parent found removed (no links) when opened: the path opened
+    /// afresh may lead to a new directory (it was replaced: try again), or
+    /// still to the removed one — a bind mount whose source was removed,
+    /// which nothing can be created in, ever.
+    fn check_removed_parent(&self, key: &LockKey) -> Result<Step, AcquireError> {
+        let again = fsx::open_anchor(&self.parent_path)
+            .and_then(|parent| fsx::dir_identity_and_links(parent.as_fd()));
+        match again {
+            Ok((identity, 0)) if identity == key.parent => Err(self.unusable_parent(
+                "has been removed, but its path still leads to it (a bind mount whose source \
+                 was removed, say)",
+            )),
+            _ => Ok(Step::Retry),
+        }
+    }
+
     /// Opens the parent directory, creating it (and its missing ancestors)
     /// first, through descriptors only (see [`fsx::open_or_create_dir`]).
     /// Symlinks in the existing part of the path are followed on purpose:
     /// aliased paths name the same lock, keyed by the directory itself.
     fn make_parent(&mut self) -> Result<OwnedFd, AcquireError> {
-        fsx::open_or_create_dir(&self.parent_path, Mode::from_raw_mode(0o700))
+        fsx::open_or_create_dir(&self.parent_path, self.options.mode.dir())
             .map_err(|errno| self.io(errno, "cannot create the lock's parent directory"))
     }
 
@@ -1345,7 +1435,7 @@ impl Attempts {
         // staged for the next wake. (On a network mount, where a waiter
         // wakes on its timer and each call is a round trip, the look stays
         // first: one call for a lock still held, not five.)
-        let looks_first = !fastpath::may_inline(&self.parent_path);
+        let looks_first = !fastpath::is_fast(&self.parent_path);
         if looks_first && fsx::stat_nofollow(parent, &self.lock_name).is_ok() {
             return Ok(None);
         }
@@ -1367,10 +1457,12 @@ impl Attempts {
         if !looks_first && fsx::stat_nofollow(parent, &self.lock_name).is_ok() {
             return Ok(None);
         }
-        Ok(match publish(parent, &self.lock_name, record)? {
-            Publication::Published(published) => Some(published),
-            Publication::Contended => None,
-        })
+        Ok(
+            match publish(parent, &self.lock_name, record, self.options.mode)? {
+                Publication::Published(published) => Some(published),
+                Publication::Contended => None,
+            },
+        )
     }
 
     /// Stages our record while the lock is held, so that the wake-up that
@@ -1382,7 +1474,7 @@ impl Attempts {
         if self.staged.is_some() || Instant::now() >= self.deadline {
             return Ok(());
         }
-        match Staged::new(parent, &self.lock_name, &self.record()) {
+        match Staged::new(parent, &self.lock_name, &self.record(), self.options.mode) {
             Ok(staged) => self.staged = Some(staged),
             Err(PublishError::Os(Errno::NOENT)) => {}
             Err(error) => return Err(self.publish_error(error)),
@@ -1484,7 +1576,7 @@ impl Attempts {
         }
         let mut staged = match self.staged.take() {
             Some(staged) if staged.fits(parent, record) => staged,
-            _ => match Staged::new(parent, &self.lock_name, record) {
+            _ => match Staged::new(parent, &self.lock_name, record, self.options.mode) {
                 Ok(staged) => staged,
                 Err(PublishError::Os(Errno::NOENT)) => return Ok(Some(Judged::Retry)),
                 Err(error) => return Err(self.publish_error(error)),
@@ -1580,7 +1672,7 @@ impl Attempts {
             Ok(None) => {
                 // Our staging is gone, or its name holds something else.
                 self.staged = None;
-                publish_over(parent, &self.lock_name, record, judged)
+                publish_over(parent, &self.lock_name, record, self.options.mode, judged)
             }
             Err(error) => Err(error),
         };
@@ -1763,6 +1855,28 @@ fn next_step(errno: Errno) -> &'static str {
     }
 }
 
+/// The identity of the child `pid` a lock is to be held for (see
+/// [`incarnation::of_child`]); unix only (no such child elsewhere).
+fn owner_child(pid: u32) -> Option<ThisProcess> {
+    #[cfg(unix)]
+    return incarnation::of_child(pid);
+    #[cfg(not(unix))]
+    return None;
+}
+
+/// The child a lock was to be held for is not running.
+fn child_gone(lock_path: &Path, pid: u32) -> AcquireError {
+    AcquireError::Io {
+        lock_path: lock_path.to_path_buf(),
+        code: "ESRCH",
+        message: format!(
+            "Failed to acquire file lock at {} in the name of pid {pid}: that process is not \
+             running (or its start cannot be read), so no record could name it.",
+            lock_path.display()
+        ),
+    }
+}
+
 /// `/proc` is not mounted: no owner could be judged (see
 /// [`incarnation::this_process`]).
 fn proc_missing(lock_path: &Path) -> AcquireError {
@@ -1898,7 +2012,15 @@ mod tests {
         let mut attempts = Attempts::new(options).unwrap();
         let parent = fsx::open_anchor(dir).unwrap();
         let record = attempts.record();
-        attempts.staged = Some(Staged::new(parent.as_fd(), &attempts.lock_name, &record).unwrap());
+        attempts.staged = Some(
+            Staged::new(
+                parent.as_fd(),
+                &attempts.lock_name,
+                &record,
+                LockMode::PRIVATE,
+            )
+            .unwrap(),
+        );
         attempts.watch = Watch::new(parent.as_fd(), &attempts.lock_name);
         assert!(
             attempts.watch.is_some(),
@@ -1934,8 +2056,13 @@ mod tests {
     fn elder_of(dir: &Path, file: &str) -> Staged {
         elders::OURS_ARE_OTHERS.with(|ours| ours.set(true));
         let parent = fsx::open_anchor(dir).unwrap();
-        let elder =
-            Staged::new(parent.as_fd(), OsStr::new(&format!("{file}.lock")), b"{}").unwrap();
+        let elder = Staged::new(
+            parent.as_fd(),
+            OsStr::new(&format!("{file}.lock")),
+            b"{}",
+            LockMode::PRIVATE,
+        )
+        .unwrap();
         // The next staging's ctime is later even at a coarse clock tick.
         std::thread::sleep(Duration::from_millis(30));
         elder
@@ -2091,7 +2218,13 @@ mod tests {
             waiter_behind("elder-none", Duration::from_secs(30), false);
         // Staged after ours: it stands behind us.
         let parent = fsx::open_anchor(&dir).unwrap();
-        let later = Staged::new(parent.as_fd(), OsStr::new("elder-none.lock"), b"{}").unwrap();
+        let later = Staged::new(
+            parent.as_fd(),
+            OsStr::new("elder-none.lock"),
+            b"{}",
+            LockMode::PRIVATE,
+        )
+        .unwrap();
         let started = Instant::now();
         let holder = releases_after(lock, Duration::from_millis(100));
         // Woken by the name, and nobody before it to wait for: not after a

@@ -323,7 +323,9 @@ fn unwritten_death_proven(turn: Turn, snapshot: &TreeSnapshot, now_ns: i128) -> 
 fn is_unwritten(owner: &Owner, snapshot: &TreeSnapshot) -> bool {
     match owner {
         Owner::NoRecord { .. } => is_empty_dir(snapshot),
-        Owner::Malformed => info_entry(snapshot).is_some_and(|info| info.size == 0),
+        Owner::Malformed => {
+            snapshot.entries.len() == 2 && info_entry(snapshot).is_some_and(|info| info.size == 0)
+        }
         _ => false,
     }
 }
@@ -942,6 +944,7 @@ mod tests {
             parent.as_fd(),
             OsStr::new("a.lock"),
             br#"{"pid":1,"timestamp":1}"#,
+            crate::lock::publish::LockMode::PRIVATE,
         )
         .unwrap();
         for _ in 0..5 {

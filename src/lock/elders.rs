@@ -292,7 +292,13 @@ mod tests {
     /// next one's ctime to be later even at a coarse clock tick.
     fn stage(parent: BorrowedFd<'_>, lock: &str) -> Staged {
         OURS_ARE_OTHERS.with(|ours| ours.set(true));
-        let staged = Staged::new(parent, OsStr::new(lock), b"{}").unwrap();
+        let staged = Staged::new(
+            parent,
+            OsStr::new(lock),
+            b"{}",
+            crate::lock::publish::LockMode::PRIVATE,
+        )
+        .unwrap();
         std::thread::sleep(Duration::from_millis(30));
         staged
     }

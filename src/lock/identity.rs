@@ -25,8 +25,9 @@ pub struct LockDirIdentity {
 }
 
 impl LockDirIdentity {
-    /// The identity of a snapshot whose only file is `info`, or `None` when
-    /// the snapshot is not shaped like a lock directory.
+    /// The identity of a snapshot holding an `info` file (see
+    /// [`info_entry`]), or `None` when the snapshot is not shaped like a
+    /// lock directory.
     pub fn of_snapshot(snapshot: &TreeSnapshot) -> Option<Self> {
         let info = info_entry(snapshot)?;
         Some(LockDirIdentity {
@@ -88,19 +89,21 @@ impl LockDirIdentity {
     }
 }
 
-/// The `info` entry of a lock-directory snapshot: the snapshot must hold the
-/// root and exactly one regular file named `info`, nothing else.
+/// The `info` entry of a lock-directory snapshot: a regular file named
+/// `info` in its root. Entries beside it (a `.DS_Store`, an editor's swap
+/// file, a note) do not make it any less the lock's record: a lock is
+/// judged by its record, and removed as the whole tree that was
+/// snapshotted with it, as the original module does. (Without this, one
+/// stray file made a lock nobody could ever take: its record read as
+/// unreadable, its holder's death never proven.)
 pub fn info_entry(snapshot: &TreeSnapshot) -> Option<&TreeEntry> {
-    match snapshot.entries.as_slice() {
-        [root, info]
-            if root.relative_path.is_empty()
-                && info.relative_path == INFO_NAME
-                && info.kind == EntryKind::File =>
-        {
-            Some(info)
-        }
-        _ => None,
+    let (root, entries) = snapshot.entries.split_first()?;
+    if !root.relative_path.is_empty() {
+        return None;
     }
+    entries
+        .iter()
+        .find(|entry| entry.relative_path == INFO_NAME && entry.kind == EntryKind::File)
 }
 
 /// Whether a snapshot is an empty directory (a legacy `mkdir` lock that

@@ -39,10 +39,39 @@ use crate::fs::tree::{self, TreeSnapshot};
 use crate::lock::identity::INFO_NAME;
 use crate::lock::volume::{self, OnServer};
 
-/// The lock directory's mode: `rwx------`.
-const DIR_MODE: Mode = Mode::RWXU;
-/// The record's mode: `rw-------`.
-const INFO_MODE: Mode = Mode::RUSR.union(Mode::WUSR);
+/// The permission bits of a lock directory: `rwx------` unless asked
+/// otherwise (SPEC §2); its record's are the same less every `x` (0600).
+/// Made exact under any umask. A lock shared by the users of a group asks
+/// for the group's bits too (`mode: 0o770`): each user's waiter must read
+/// another's record to judge its holder, and remove its directory to
+/// reclaim it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockMode(u32);
+
+impl LockMode {
+    pub const PRIVATE: LockMode = LockMode(0o700);
+
+    /// `bits` if they keep the owner's `rwx` and set nothing above `0o777`.
+    pub fn new(bits: u32) -> Option<LockMode> {
+        (bits & 0o700 == 0o700 && bits <= 0o777).then_some(LockMode(bits))
+    }
+
+    /// The mode of the lock directory (and of the parents made for it).
+    pub fn dir(self) -> Mode {
+        Mode::from_raw_mode(self.0 as _)
+    }
+
+    /// The mode of its record.
+    pub fn file(self) -> Mode {
+        Mode::from_raw_mode((self.0 & 0o666) as _)
+    }
+}
+
+impl Default for LockMode {
+    fn default() -> Self {
+        LockMode::PRIVATE
+    }
+}
 
 /// What a publication left on disk.
 #[derive(Debug)]
@@ -85,6 +114,11 @@ pub enum PublishError {
     /// The no-replace rename refused for a reason other than an existing
     /// destination; carries the primitive's code.
     Rename(&'static str),
+    /// The lock's directory is there (on a local filesystem, whose answer
+    /// is not a stale cache's) but refuses a new entry as if it were not:
+    /// the staging's `mkdirat` said `ENOENT` (procfs does). Retrying
+    /// cannot help.
+    DirRefuses,
 }
 
 /// The tag of staging names: `<lock>.pending.<pid>.<uuid>`, the original's.
@@ -133,6 +167,7 @@ pub fn publish_over(
     parent: BorrowedFd<'_>,
     lock_name: &OsStr,
     record: &[u8],
+    mode: LockMode,
     judged: &TreeSnapshot,
 ) -> Result<Takeover, PublishError> {
     // Where this filesystem refused the exchange before, do not stage a
@@ -145,7 +180,7 @@ pub fn publish_over(
         published: staged,
         info,
         ..
-    } = stage_new(parent, lock_name, record)?;
+    } = stage_new(parent, lock_name, record, mode)?;
     // Closed before anything can remove the staging: a FUSE filesystem
     // (sshfs) keeps an unlinked but open file as `.fuse_hidden…`, and the
     // directory would then stay behind, not empty.
@@ -269,13 +304,14 @@ pub fn publish(
     parent: BorrowedFd<'_>,
     lock_name: &OsStr,
     record: &[u8],
+    mode: LockMode,
 ) -> Result<Publication, PublishError> {
     let Stage {
         name: staging,
         published: staged,
         root_stat,
         info,
-    } = stage_new(parent, lock_name, record)?;
+    } = stage_new(parent, lock_name, record, mode)?;
     // Closed before anything may remove it: a FUSE filesystem (libfuse
     // without `hard_remove`) turns the unlink of an open file into a rename
     // to `.fuse_hidden…`, and the staging directory could not be removed.
@@ -314,13 +350,14 @@ pub fn publish_or_stage(
     parent_id: (u64, u64),
     lock_name: &OsStr,
     record: &[u8],
+    mode: LockMode,
 ) -> Result<Attempted, PublishError> {
     let Stage {
         name: staging,
         published: staged,
         root_stat,
         info,
-    } = stage_new(parent, lock_name, record)?;
+    } = stage_new(parent, lock_name, record, mode)?;
     let outcome = rename_fresh(parent, &staging, &root_stat, &staged.root, lock_name)?;
     if outcome.ok {
         return Ok(Attempted::Published(staged));
@@ -375,12 +412,16 @@ fn stage_new(
     parent: BorrowedFd<'_>,
     lock_name: &OsStr,
     record: &[u8],
+    mode: LockMode,
 ) -> Result<Stage, PublishError> {
     crate::sys::faults::check("publish.stage")
         .map_err(|code| PublishError::Os(crate::sys::faults::errno_of(code)))?;
     let staging = staging_name(lock_name);
-    fs::mkdirat(parent, &staging, DIR_MODE).map_err(PublishError::Os)?;
-    match stage(parent, &staging, record) {
+    fs::mkdirat(parent, &staging, mode.dir()).map_err(|errno| match errno {
+        Errno::NOENT if refuses_entries(parent) => PublishError::DirRefuses,
+        errno => PublishError::Os(errno),
+    })?;
+    match stage(parent, &staging, record, mode) {
         Ok((published, root_stat, info)) => Ok(Stage {
             name: staging,
             published,
@@ -392,6 +433,14 @@ fn stage_new(
             Err(error)
         }
     }
+}
+
+/// Whether `parent`, where a `mkdirat` just said `ENOENT`, is nonetheless
+/// there: not removed (it still has links) and on a local filesystem (a
+/// network client's cached link count could be stale). Otherwise the
+/// directory vanished, and the next attempt opens its path afresh.
+fn refuses_entries(parent: BorrowedFd<'_>) -> bool {
+    fs::fstat(parent).is_ok_and(|stat| fsx::nlink_of(&stat) > 0) && !volume::may_serve_stale(parent)
 }
 
 /// Writes the record into the staging directory `staging` (already
@@ -408,6 +457,7 @@ fn stage(
     parent: BorrowedFd<'_>,
     staging: &OsStr,
     record: &[u8],
+    mode: LockMode,
 ) -> Result<(Published, Stat, OwnedFd), PublishError> {
     let dir = match fsx::open_child_dir(parent, staging) {
         // A umask that takes the owner's `r` (0777) leaves our new
@@ -416,7 +466,7 @@ fn stage(
         // what is opened next is opened no-follow. (Nobody but us makes a
         // directory under this fresh name: what it names is ours, or gone.)
         Err(Errno::ACCESS) => {
-            fsx::chmod_dir_nofollow(parent, staging, DIR_MODE).map_err(PublishError::Os)?;
+            fsx::chmod_dir_nofollow(parent, staging, mode.dir()).map_err(PublishError::Os)?;
             fsx::open_child_dir(parent, staging)
         }
         opened => opened,
@@ -430,19 +480,19 @@ fn stage(
     // so this `fstat` is no round trip to the server. (The publication
     // compares only the inode; the directory's times change with the
     // record, which nothing reads from this stat.)
-    let root_stat = with_mode(dir.as_fd(), DIR_MODE).map_err(PublishError::Os)?;
+    let root_stat = with_mode(dir.as_fd(), mode.dir()).map_err(PublishError::Os)?;
     // The mode is exact now, so a umask that took the owner's `w` or `x`
     // cannot refuse the record.
     let info = fs::openat(
         &dir,
         INFO_NAME,
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        INFO_MODE,
+        mode.file(),
     )
     .map_err(PublishError::Os)?;
     write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
     // The `flock` stays taken (see the module docs).
-    let info_stat = with_mode(info.as_fd(), INFO_MODE).map_err(PublishError::Os)?;
+    let info_stat = with_mode(info.as_fd(), mode.file()).map_err(PublishError::Os)?;
     let tree = TreeSnapshot::of_single_file(&root_stat, INFO_NAME, &info_stat, record);
     Ok((Published { root: dir, tree }, root_stat, info))
 }
@@ -568,12 +618,13 @@ impl Staged {
         parent: BorrowedFd<'_>,
         lock_name: &OsStr,
         record: &[u8],
+        mode: LockMode,
     ) -> Result<Staged, PublishError> {
         let parent =
             crate::sys::os::io::fcntl_dupfd_cloexec(parent, 0).map_err(PublishError::Os)?;
         let parent_stat = fs::fstat(&parent).map_err(PublishError::Os)?;
         let parent_id = (fsx::dev_of(&parent_stat), fsx::ino_of(&parent_stat));
-        let stage = stage_new(parent.as_fd(), lock_name, record)?;
+        let stage = stage_new(parent.as_fd(), lock_name, record, mode)?;
         count_staging(parent_id, true);
         Ok(Staged {
             parent,
@@ -923,7 +974,13 @@ mod tests {
         let root = tempdir("empty");
         std::fs::create_dir(root.join("f.lock")).unwrap();
         let parent = fsx::open_dir_nofollow(&root).unwrap();
-        let result = publish(parent.as_fd(), OsStr::new("f.lock"), b"{}").unwrap();
+        let result = publish(
+            parent.as_fd(),
+            OsStr::new("f.lock"),
+            b"{}",
+            LockMode::PRIVATE,
+        )
+        .unwrap();
         assert!(matches!(result, Publication::Contended));
         assert_eq!(listing(&root), ["f.lock"]);
         assert_eq!(listing(&root.join("f.lock")), Vec::<String>::new());
@@ -936,7 +993,13 @@ mod tests {
     fn takeover_replaces_exactly_the_judged_tree() {
         let root = tempdir("takeover");
         let (parent, judged) = judged_stale_lock(&root);
-        let result = publish_over(parent.as_fd(), OsStr::new("f.lock"), b"new owner", &judged);
+        let result = publish_over(
+            parent.as_fd(),
+            OsStr::new("f.lock"),
+            b"new owner",
+            LockMode::PRIVATE,
+            &judged,
+        );
         assert!(matches!(result, Ok(Takeover::Published(_))));
         assert_eq!(listing(&root), ["f.lock"]);
         assert_eq!(
@@ -953,7 +1016,8 @@ mod tests {
         let root = tempdir("takeover-staged");
         let (parent, judged) = judged_stale_lock(&root);
         let lock = OsStr::new("f.lock");
-        let mut staged = Staged::new(parent.as_fd(), lock, b"new owner 1").unwrap();
+        let mut staged =
+            Staged::new(parent.as_fd(), lock, b"new owner 1", LockMode::PRIVATE).unwrap();
         // Not the judged tree (a successor took the name): swapped back, and
         // the staging stays for the next wake.
         std::fs::remove_dir_all(root.join("f.lock")).unwrap();
@@ -992,7 +1056,13 @@ mod tests {
         std::fs::remove_dir_all(root.join("f.lock")).unwrap();
         write_lock(&root.join("f.lock"), b"old owner");
         let successor = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
-        let result = publish_over(parent.as_fd(), OsStr::new("f.lock"), b"new owner", &judged);
+        let result = publish_over(
+            parent.as_fd(),
+            OsStr::new("f.lock"),
+            b"new owner",
+            LockMode::PRIVATE,
+            &judged,
+        );
         assert!(matches!(result, Ok(Takeover::NotJudged)));
         assert_eq!(listing(&root), ["f.lock"]);
         let after = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
@@ -1010,7 +1080,13 @@ mod tests {
         let root = tempdir("vanished");
         let (parent, judged) = judged_stale_lock(&root);
         std::fs::remove_dir_all(root.join("f.lock")).unwrap();
-        let result = publish_over(parent.as_fd(), OsStr::new("f.lock"), b"new owner", &judged);
+        let result = publish_over(
+            parent.as_fd(),
+            OsStr::new("f.lock"),
+            b"new owner",
+            LockMode::PRIVATE,
+            &judged,
+        );
         assert!(matches!(result, Ok(Takeover::Vanished)));
         assert_eq!(listing(&root), Vec::<String>::new());
         std::fs::remove_dir_all(root).unwrap();
@@ -1022,9 +1098,12 @@ mod tests {
         let root = tempdir("published-tree");
         let parent = fsx::open_dir_nofollow(&root).unwrap();
         let record = b"{\"pid\":1}";
-        let Ok(Publication::Published(published)) =
-            publish(parent.as_fd(), OsStr::new("f.lock"), record)
-        else {
+        let Ok(Publication::Published(published)) = publish(
+            parent.as_fd(),
+            OsStr::new("f.lock"),
+            record,
+            LockMode::PRIVATE,
+        ) else {
             panic!("published");
         };
         let walked = tree::snapshot_tree_at(parent.as_fd(), OsStr::new("f.lock")).unwrap();
@@ -1046,7 +1125,13 @@ mod tests {
         let parent = fsx::open_dir_nofollow(&root).unwrap();
         let lock = OsStr::new("f.lock");
         std::fs::create_dir(root.join("f.lock")).unwrap();
-        let mut staged = Staged::new(parent.as_fd(), lock, b"{\"timestamp\":1}").unwrap();
+        let mut staged = Staged::new(
+            parent.as_fd(),
+            lock,
+            b"{\"timestamp\":1}",
+            LockMode::PRIVATE,
+        )
+        .unwrap();
         assert!(staged.fits(parent.as_fd(), b"{\"timestamp\":2}"));
         assert!(!staged.fits(parent.as_fd(), b"{\"timestamp\":22}"));
         // Held by someone: the staging stays for the next try.
@@ -1071,7 +1156,7 @@ mod tests {
         drop(staged);
         assert_eq!(listing(&root), ["f.lock"]);
         // Dropping an unpublished one removes it.
-        let waiting = Staged::new(parent.as_fd(), lock, b"{}").unwrap();
+        let waiting = Staged::new(parent.as_fd(), lock, b"{}", LockMode::PRIVATE).unwrap();
         assert_eq!(listing(&root).len(), 2);
         drop(waiting);
         assert_eq!(listing(&root), ["f.lock"]);
@@ -1090,7 +1175,13 @@ mod tests {
                 .find(|name| name != "f.lock")
                 .expect("a staging")
         };
-        let mut staged = Staged::new(parent.as_fd(), lock, b"{\"timestamp\":1}").unwrap();
+        let mut staged = Staged::new(
+            parent.as_fd(),
+            lock,
+            b"{\"timestamp\":1}",
+            LockMode::PRIVATE,
+        )
+        .unwrap();
         assert!(matches!(
             staged.publish(lock, b"{\"timestamp\":2}"),
             Ok(StagedPublication::Contended)
@@ -1121,7 +1212,13 @@ mod tests {
         );
         // A record replaced by another file meanwhile is not written to:
         // the staging is lost, the file left as it was.
-        let mut staged = Staged::new(parent.as_fd(), lock, b"{\"timestamp\":4}").unwrap();
+        let mut staged = Staged::new(
+            parent.as_fd(),
+            lock,
+            b"{\"timestamp\":4}",
+            LockMode::PRIVATE,
+        )
+        .unwrap();
         staged.info = None;
         let info = root.join(staging_of(&root)).join("info");
         std::fs::remove_file(&info).unwrap();
@@ -1146,18 +1243,26 @@ mod tests {
         };
         let lock = OsStr::new("f.lock");
         // Free: published, nothing else left.
-        let Ok(Attempted::Published(published)) =
-            publish_or_stage(parent.as_fd(), id, lock, b"{\"timestamp\":1}")
-        else {
+        let Ok(Attempted::Published(published)) = publish_or_stage(
+            parent.as_fd(),
+            id,
+            lock,
+            b"{\"timestamp\":1}",
+            LockMode::PRIVATE,
+        ) else {
             panic!("published");
         };
         assert_eq!(listing(&root), ["f.lock"]);
         let walked = tree::snapshot_tree_at(parent.as_fd(), lock).unwrap();
         assert!(published.tree.same_tree_as(&walked));
         // Taken: the staging stays, with its record, for the wait to publish.
-        let Ok(Attempted::Contended(Some(mut staged))) =
-            publish_or_stage(parent.as_fd(), id, lock, b"{\"timestamp\":2}")
-        else {
+        let Ok(Attempted::Contended(Some(mut staged))) = publish_or_stage(
+            parent.as_fd(),
+            id,
+            lock,
+            b"{\"timestamp\":2}",
+            LockMode::PRIVATE,
+        ) else {
             panic!("contended, staged");
         };
         let staging = listing(&root)
@@ -1182,7 +1287,7 @@ mod tests {
         );
         // A kept staging the wait does not use goes when dropped.
         let Ok(Attempted::Contended(Some(unused))) =
-            publish_or_stage(parent.as_fd(), id, lock, b"{}")
+            publish_or_stage(parent.as_fd(), id, lock, b"{}", LockMode::PRIVATE)
         else {
             panic!("contended, staged");
         };
@@ -1198,7 +1303,7 @@ mod tests {
         let root = tempdir("staged-lost");
         let parent = fsx::open_dir_nofollow(&root).unwrap();
         let lock = OsStr::new("f.lock");
-        let mut staged = Staged::new(parent.as_fd(), lock, b"{}").unwrap();
+        let mut staged = Staged::new(parent.as_fd(), lock, b"{}", LockMode::PRIVATE).unwrap();
         let staging = listing(&root).pop().unwrap();
         std::fs::remove_dir_all(root.join(staging)).unwrap();
         let result = staged.publish(lock, b"{}").unwrap();
@@ -1213,7 +1318,7 @@ mod tests {
         let root = tempdir("staged-swapped");
         let parent = fsx::open_dir_nofollow(&root).unwrap();
         let lock = OsStr::new("f.lock");
-        let mut staged = Staged::new(parent.as_fd(), lock, b"{}").unwrap();
+        let mut staged = Staged::new(parent.as_fd(), lock, b"{}", LockMode::PRIVATE).unwrap();
         let staging = listing(&root).pop().unwrap();
         std::fs::rename(root.join(&staging), root.join("moved")).unwrap();
         write_lock(&root.join(&staging), b"not ours");
@@ -1237,7 +1342,13 @@ mod tests {
         let lock = OsStr::new("f.lock");
         // An empty legacy holder: present, kept, and our staging stays ours.
         std::fs::create_dir(root.join("f.lock")).unwrap();
-        let mut staged = Staged::new(parent.as_fd(), lock, b"{\"timestamp\":1}").unwrap();
+        let mut staged = Staged::new(
+            parent.as_fd(),
+            lock,
+            b"{\"timestamp\":1}",
+            LockMode::PRIVATE,
+        )
+        .unwrap();
         let held = staged
             .publish_past_cache(lock, b"{\"timestamp\":2}")
             .unwrap();
@@ -1280,7 +1391,7 @@ mod tests {
         let parent = fsx::open_dir_nofollow(&root).unwrap();
         let lock = OsStr::new("f.lock");
         std::fs::create_dir(root.join("f.lock")).unwrap();
-        let mut staged = Staged::new(parent.as_fd(), lock, b"{}").unwrap();
+        let mut staged = Staged::new(parent.as_fd(), lock, b"{}", LockMode::PRIVATE).unwrap();
         let staging = listing(&root)
             .into_iter()
             .find(|name| name != "f.lock")
@@ -1294,7 +1405,9 @@ mod tests {
         drop(held);
         assert!(flock_is_free(&root.join("f.lock")));
         let other = OsStr::new("g.lock");
-        let Ok(Publication::Published(also_held)) = publish(parent.as_fd(), other, b"{}") else {
+        let Ok(Publication::Published(also_held)) =
+            publish(parent.as_fd(), other, b"{}", LockMode::PRIVATE)
+        else {
             panic!("published");
         };
         assert!(!flock_is_free(&root.join("g.lock")));
@@ -1312,10 +1425,11 @@ mod tests {
         let root = tempdir("staging-taken");
         let parent = fsx::open_dir_nofollow(&root).unwrap();
         let staging = OsStr::new("f.lock.pending.1.12345678-1234-1234-1234-123456789abc");
-        fs::mkdirat(&parent, staging, DIR_MODE).unwrap();
+        fs::mkdirat(&parent, staging, LockMode::PRIVATE.dir()).unwrap();
         let reaper = fsx::open_child_dir(parent.as_fd(), staging).unwrap();
         fs::flock(&reaper, FlockOperation::NonBlockingLockExclusive).unwrap();
-        let Err(PublishError::Os(errno)) = stage(parent.as_fd(), staging, b"{}") else {
+        let Err(PublishError::Os(errno)) = stage(parent.as_fd(), staging, b"{}", LockMode::PRIVATE)
+        else {
             panic!("staged into a directory a reaper holds");
         };
         assert_eq!(errno, Errno::NOENT);
@@ -1327,7 +1441,13 @@ mod tests {
     fn a_dropped_staging_leaves_nothing_behind() {
         let root = tempdir("staged-drop");
         let parent = fsx::open_dir_nofollow(&root).unwrap();
-        let staged = Staged::new(parent.as_fd(), OsStr::new("f.lock"), b"{}").unwrap();
+        let staged = Staged::new(
+            parent.as_fd(),
+            OsStr::new("f.lock"),
+            b"{}",
+            LockMode::PRIVATE,
+        )
+        .unwrap();
         assert_eq!(listing(&root).len(), 1);
         drop(staged);
         assert_eq!(listing(&root), Vec::<String>::new());

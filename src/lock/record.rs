@@ -59,7 +59,8 @@ pub struct OwnerRecord {
 }
 
 impl OwnerRecord {
-    /// The record this process publishes for one acquisition.
+    /// The record this process publishes for one acquisition, in the name
+    /// of `this` (itself, or a child it holds the lock for).
     pub fn for_this_process(
         this: &ThisProcess,
         timestamp_ms: u64,
@@ -72,7 +73,7 @@ impl OwnerRecord {
                 .is_none_or(|id| id.len() <= MAX_HOST_ID_BYTES)
         );
         OwnerRecord {
-            pid: f64::from(crate::sys::unique::own_pid()),
+            pid: f64::from(this.pid),
             start_time: Some(this.start_time.clone()),
             start_time_format: Some(CANONICAL_START_TIME_FORMAT.to_string()),
             process_incarnation: this.start_ticks.and_then(incarnation_of_ticks),
@@ -270,6 +271,7 @@ mod tests {
 
     fn this() -> ThisProcess {
         ThisProcess {
+            pid: std::process::id(),
             start_time: "Wed Dec  2 08:39:23 2026".into(),
             start_ticks: Some(123_456),
             boot_id: Some("5b1a7f0e-7a44-4c1b-9e5d-1f2a3b4c5d6e".into()),

@@ -10,10 +10,12 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
 
 use crate::sys::os::fd::{AsFd, BorrowedFd};
 use crate::sys::os::fs::{self, AtFlags, FlockOperation};
+use crate::sys::os::io::Errno;
 
 use crate::fs::caps;
 use crate::fs::fsx;
@@ -30,7 +32,7 @@ pub const RELEASE_RETRY_ATTEMPTS: u32 = 5;
 pub const RELEASE_RETRY_DELAY_MS: u64 = 10;
 
 /// Why one removal attempt did not remove the generation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Removal {
     /// Nothing is at the lock path.
     Missing,
@@ -38,6 +40,12 @@ pub enum Removal {
     OwnerChanged,
     /// Worth retrying; the code says what happened.
     Transient(&'static str),
+    /// The lock's name is free and our record removed, but the directory
+    /// held entries that are not ours and that no snapshot could judge (a
+    /// symlink, FIFO, socket or device; more than a snapshot reads): they
+    /// were left where they are, in the directory, at this quarantine name
+    /// in its parent.
+    LeftForeign(OsString),
 }
 
 /// Why a release failed.
@@ -53,6 +61,9 @@ pub enum ReleaseError {
     OwnerChanged,
     /// Transient failures persisted; the generation stays fenced.
     Pending(&'static str),
+    /// Released, but entries someone else put in the lock's directory that
+    /// exactlock does not remove were left in it, at this path.
+    LeftForeign(PathBuf),
 }
 
 /// What the first, inline release attempt concluded.
@@ -73,7 +84,7 @@ pub enum FirstAttempt {
 /// sleeps, so it can run on the caller's thread. Only what needs a pause
 /// (the retries) is left to [`release`].
 pub fn release_first_attempt(id: u64) -> FirstAttempt {
-    if table::held(id).is_some_and(|held| !fastpath::may_inline(&held.parent_path)) {
+    if table::held(id).is_some_and(|held| !held.releases_inline) {
         return FirstAttempt::Deferred;
     }
     let started = std::time::Instant::now();
@@ -168,6 +179,8 @@ fn attempt(generation: &Generation) -> Result<Result<(), ReleaseError>, Removal>
             Err(Removal::Missing) => "missing (removed by someone else)",
             Err(Removal::OwnerChanged) => "another owner's lock stands there (left alone; retried)",
             Err(Removal::Transient(code)) => code,
+            Err(Removal::LeftForeign(_)) =>
+                "released; entries of someone else's that exactlock does not remove were left in its directory",
         }
     );
     match outcome {
@@ -178,6 +191,12 @@ fn attempt(generation: &Generation) -> Result<Result<(), ReleaseError>, Removal>
         Err(Removal::Missing) => {
             table::forget(generation.id);
             Ok(Err(ReleaseError::Missing))
+        }
+        Err(Removal::LeftForeign(name)) => {
+            table::forget(generation.id);
+            Ok(Err(ReleaseError::LeftForeign(
+                generation.parent_path.join(name),
+            )))
         }
         // Retried too: a waiter taking over a stale lock holds our name
         // for a few microseconds when what it swapped out was ours, and
@@ -210,10 +229,8 @@ fn give_up(id: u64, last: Removal) -> ReleaseError {
 pub fn retry_pending(key: &LockKey) {
     for generation in table::take_pending_releases(key) {
         match remove_generation(&generation) {
-            Ok(()) | Err(Removal::Missing) | Err(Removal::OwnerChanged) => {
-                table::forget(generation.id)
-            }
             Err(Removal::Transient(_)) => table::mark_release_pending(generation.id),
+            _ => table::forget(generation.id),
         }
     }
 }
@@ -226,7 +243,7 @@ pub fn remove_generation(generation: &Generation) -> Result<(), Removal> {
     crate::sys::faults::pause("release", &generation.lock_name);
     crate::sys::faults::check("release.snapshot").map_err(Removal::Transient)?;
     crate::sys::faults::check("release.remove").map_err(Removal::Transient)?;
-    if let Some(done) = remove_as_published(generation) {
+    if let Some(done) = remove_as_published(generation, Foreign::Refuse) {
         return done;
     }
     let parent = generation.parent.as_fd();
@@ -236,7 +253,13 @@ pub fn remove_generation(generation: &Generation) -> Result<(), Removal> {
             return Err(match err.code() {
                 "not_found" => Removal::Missing,
                 "tree_changed" | "io_error" => Removal::Transient(err.code()),
-                _ => Removal::OwnerChanged,
+                // Something in our directory no snapshot reads (a symlink,
+                // a FIFO, a tree too large): the name is freed and our
+                // record removed, the rest left where it is.
+                _ => {
+                    return remove_as_published(generation, Foreign::Leave)
+                        .unwrap_or(Err(Removal::OwnerChanged));
+                }
             });
         }
     };
@@ -282,13 +305,19 @@ fn stat_root(parent: BorrowedFd<'_>, name: &OsStr) -> Option<(u64, u64)> {
 /// name already free, and perhaps a successor's) is judged by the record's
 /// bytes, at the quarantine name: still ours, the directory is removed
 /// exactly as snapshotted; not ours, it is given its name back untouched.
-/// The directory holds nothing else: it is listed before the detach, so a lock that
-/// gained an entry while held keeps its name, and `rmdir` refuses one that
-/// gains an entry later, which then stays where it is. Reclaimers take
-/// turns on the root's `flock`, which the publication took and holds for
-/// the lock's life, and the name is checked again after the detach, so
-/// nothing that took the name meanwhile is ever removed: it is put back.
-fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
+/// The directory holds nothing else: it is listed before the detach, so a
+/// lock that gained an entry while held is handed to the general path,
+/// which snapshots it whole and removes exactly that (`Foreign::Refuse`);
+/// where no snapshot can be had of what it gained (a symlink, a FIFO),
+/// the general path comes back here with `Foreign::Leave`: the name is
+/// freed and our record removed, and what is not ours stays in the
+/// directory, at the quarantine name. `rmdir` refuses a directory that
+/// gains an entry after the listing, which then stays there too; either
+/// way the release says where. Reclaimers take turns on the root's
+/// `flock`, which the publication took and holds for the lock's life, and
+/// the name is checked again after the detach, so nothing that took the
+/// name meanwhile is ever removed: it is put back.
+fn remove_as_published(generation: &Generation, foreign: Foreign) -> Option<Result<(), Removal>> {
     let parent = generation.parent.as_fd();
     let root = generation.root.as_fd();
     let published = &generation.published;
@@ -305,7 +334,7 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
         generation.root_guarded.store(false, Ordering::Relaxed);
         None
     };
-    if !names_unchanged(generation) {
+    if foreign == Foreign::Refuse && !names_unchanged(generation) {
         return hand_over();
     }
     if !stat_root(parent, name).is_some_and(|seen| is_our_root(&seen, generation)) {
@@ -364,10 +393,25 @@ fn remove_as_published(generation: &Generation) -> Option<Result<(), Removal>> {
     }
     // Our record is gone and the name is free: released. If `rmdir` is
     // refused, what is left in the directory was put there by someone
-    // else after our look; it stays where it is, under our quarantine name
-    // (kept by the debris rules: its content is not a lock's).
-    let _ = fsx::remove_dir_settled(parent, &removing, root, &mut fsx::FuseSettle::new());
-    Some(Ok(()))
+    // else; it stays where it is, under our quarantine name (kept by the
+    // debris rules: its content is not a lock's), and the release says so.
+    match fsx::remove_dir_settled(parent, &removing, root, &mut fsx::FuseSettle::new()) {
+        // (sshfs says `EPERM` for "not empty": SFTP has no code for it.)
+        Err(Errno::NOTEMPTY | Errno::EXIST | Errno::PERM) => {
+            Some(Err(Removal::LeftForeign(removing)))
+        }
+        _ => Some(Ok(())),
+    }
+}
+
+/// What [`remove_as_published`] does with a directory that holds more than
+/// its record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Foreign {
+    /// Hands it to the general path, which judges it by a snapshot.
+    Refuse,
+    /// Frees the name, removes our record and leaves the rest.
+    Leave,
 }
 
 /// Removes this generation's detached directory, at its quarantine name
@@ -544,9 +588,9 @@ mod tests {
     // whether real NTFS shows the same is not known here (README, Windows).
     #[cfg(unix)]
     #[test]
-    fn an_entry_put_into_our_lock_while_held_makes_it_not_ours_and_it_stays() {
-        // The listing shows the entry, and the general path refuses a tree
-        // that is not exactly the published one.
+    fn an_entry_put_into_our_lock_while_held_is_removed_with_it_unless_no_snapshot_reads_it() {
+        // The listing shows the entry; the general path snapshots the tree,
+        // finds our root and our record in it, and removes exactly that.
         for (kind, make) in [
             (
                 "file",
@@ -554,7 +598,8 @@ mod tests {
                     as fn(&std::path::Path),
             ),
             ("directory", |lock| {
-                std::fs::create_dir(lock.join("sub")).unwrap()
+                std::fs::create_dir(lock.join("sub")).unwrap();
+                std::fs::write(lock.join("sub/.DS_Store"), b"x").unwrap();
             }),
             ("entry come and gone", |lock| {
                 std::fs::write(lock.join("gone"), b"x").unwrap();
@@ -563,22 +608,36 @@ mod tests {
         ] {
             let dir = tempdir("gained");
             let id = acquire_free(&dir);
-            let lock = dir.join("f.lock");
-            let before = ino(&lock);
-            make(&lock);
-            let outcome = release_first_attempt(id);
-            if kind == "entry come and gone" {
-                // Only the record is left in it: ours.
-                assert_eq!(outcome, FirstAttempt::Done(Ok(())), "{kind}");
-                assert_eq!(listing(&dir), Vec::<String>::new(), "{kind}");
-            } else {
-                assert_eq!(outcome, FirstAttempt::Continue, "{kind}");
-                assert_eq!(listing(&dir), ["f.lock"], "{kind}");
-                assert_eq!(ino(&lock), before);
-                table::forget(id);
-            }
+            make(&dir.join("f.lock"));
+            assert_eq!(
+                release_first_attempt(id),
+                FirstAttempt::Done(Ok(())),
+                "{kind}"
+            );
+            assert_eq!(listing(&dir), Vec::<String>::new(), "{kind}");
             std::fs::remove_dir_all(dir).unwrap();
         }
+        // A symlink, which no snapshot reads (nor a release removes): the
+        // name is freed and our record removed; the symlink stays where it
+        // is, in the directory at its quarantine name, and the release says
+        // where.
+        let dir = tempdir("gained-link");
+        let id = acquire_free(&dir);
+        std::os::unix::fs::symlink("/", dir.join("f.lock/link")).unwrap();
+        let FirstAttempt::Done(Err(ReleaseError::LeftForeign(left))) = release_first_attempt(id)
+        else {
+            panic!("the release says what it left");
+        };
+        let quarantine = left.file_name().unwrap().to_str().unwrap().to_owned();
+        assert!(quarantine.starts_with("f.lock.removing."), "{quarantine}");
+        assert_eq!(listing(&dir), [quarantine.as_str()]);
+        let names: Vec<_> = std::fs::read_dir(&left)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["link"]);
+        assert!(table::held(id).is_none(), "released");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[cfg(unix)]
@@ -593,10 +652,10 @@ mod tests {
             fs::flock(&other, FlockOperation::NonBlockingLockExclusive).is_ok()
         };
         assert!(!reclaimer_could_act(), "the holder keeps the guard");
-        // A first attempt that sees an entry it did not publish hands over
-        // to the careful path, and with it the guard.
+        // A first look that sees an entry it did not publish hands over to
+        // the careful path, and with it the guard.
         std::fs::write(lock.join("note"), b"x").unwrap();
-        assert!(remove_generation(&generation).is_err());
+        assert!(remove_as_published(&generation, Foreign::Refuse).is_none());
         assert!(reclaimer_could_act());
         // The next attempt lists the directory from its start again (its
         // descriptor's offset was moved) and takes the guard back.

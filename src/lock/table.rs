@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::sys::os::fd::BorrowedFd;
+use crate::sys::os::fd::{BorrowedFd, OwnedFd};
 use crate::sys::os::io::Errno;
 
 use crate::fs::fsx;
@@ -55,8 +55,10 @@ pub struct Generation {
     /// The lock's path as the caller named it, for messages.
     pub lock_path: PathBuf,
     /// The parent directory, opened when the lock was published; release
-    /// works relative to it even if the path is renamed meanwhile.
-    pub parent: ClosedLater,
+    /// works relative to it even if the path is renamed meanwhile. One
+    /// descriptor for every generation held in that directory (see
+    /// [`share_parent`]).
+    pub parent: Arc<ClosedLater>,
     pub parent_path: PathBuf,
     pub lock_name: OsString,
     /// The published directory, held open so its inode number cannot be
@@ -80,6 +82,10 @@ pub struct Generation {
     /// Whether its acquisition waited for another holder: its release
     /// then lets the waiter it wakes run first (see `release`).
     pub waited: bool,
+    /// Whether its parent is a directory that earned the inline fast path
+    /// (see [`crate::lock::fastpath`]): its release's first attempt may
+    /// run on the caller's thread.
+    pub releases_inline: bool,
 }
 
 /// Where a generation is in its life.
@@ -110,7 +116,10 @@ struct Table {
     /// Acquisitions on their way to a queue, by lock name: each one's
     /// sequence and the lock path it was called with (see [`Arrival`]).
     arriving: HashMap<OsString, Vec<(u64, PathBuf)>>,
-    /// Synchronous acquisitions blocked in [`await_earlier_arrivals`]:
+    /// The descriptors of the directories held generations live in, one per
+    /// directory (see [`share_parent`]).
+    parents: HashMap<fsx::DirIdentity, std::sync::Weak<ClosedLater>>,
+    /// Synchronous acquisitions blocked in [`same_path_still_arriving`]:
     /// only then does an arrival's end signal [`ARRIVAL_ENDED`] (a
     /// syscall, even with nobody waiting).
     awaiting_arrivals: usize,
@@ -146,7 +155,7 @@ fn table() -> MutexGuard<'static, Table> {
 }
 
 /// Signalled, with the table's lock, whenever an [`Arrival`] ends: what a
-/// synchronous acquisition waits on in [`await_earlier_arrivals`].
+/// synchronous acquisition waits on in [`same_path_still_arriving`].
 static ARRIVAL_ENDED: Condvar = Condvar::new();
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -226,23 +235,29 @@ impl Drop for Arrival {
 }
 
 /// Blocks the calling thread until no acquisition of a lock named `name`
-/// that was called before `sequence` is still on its way to its queue
-/// (`true`), or for [`ARRIVAL_GRACE`] at most (`false`: one still is). For
-/// a synchronous acquisition, which never waits for its own process nor
-/// overtakes it: only once such an earlier call has reached its queue is
-/// it known whether it is for the same lock or for a lock of the same name
-/// in another directory. The earlier call's first attempt runs off the
-/// calling thread, so blocking this one does not keep it from arriving.
-pub fn await_earlier_arrivals(name: &OsStr, sequence: u64) -> bool {
+/// that was called before `sequence` is still on its way to its queue, or
+/// for [`ARRIVAL_GRACE`] at most; then whether one called with `lock_path`
+/// itself still is (`true`). For a synchronous acquisition, which never
+/// waits for its own process nor overtakes it: such a call is surely for
+/// the same lock. One called with another path (the same file name in
+/// another directory, as `state.json` often is) is not waited for longer:
+/// it may be for the same lock through an alias, and if it is, it reaches
+/// its queue, or the lock, as this process's, which the synchronous
+/// acquisition looks for at every attempt. The earlier call's first
+/// attempt runs off the calling thread, so blocking this one does not keep
+/// it from arriving.
+pub fn same_path_still_arriving(name: &OsStr, sequence: u64, lock_path: &Path) -> bool {
     let deadline = Instant::now() + ARRIVAL_GRACE;
     let mut table = table();
     loop {
         if !table.arrives_before(name, sequence) {
-            return true;
+            return false;
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return false;
+            return table
+                .earlier_arrivals(name, sequence)
+                .any(|path| path == lock_path);
         }
         table.awaiting_arrivals += 1;
         table = ARRIVAL_ENDED
@@ -264,6 +279,29 @@ pub fn anyone_queued_for(key: &LockKey) -> bool {
 pub fn nobody_waits_for(key: &LockKey) -> bool {
     let table = table();
     !table.arriving.contains_key(&key.name) && !table.queues.contains_key(key)
+}
+
+/// The descriptor of the directory `identity` that this process's held
+/// generations share: the one already held for it, if a generation there
+/// still holds it (then `opened` goes to be closed), else `opened`. A lock
+/// needs its parent pinned for its release; one descriptor per lock made a
+/// process holding many locks in one directory keep as many descriptors
+/// for that one directory (10 000 held locks: EMFILE under a limit of
+/// 20 000). The pinned directory's inode cannot be recycled while any
+/// generation holds it, so its identity names it alone.
+pub fn share_parent(identity: &fsx::DirIdentity, opened: OwnedFd) -> Arc<ClosedLater> {
+    let mut table = table();
+    if let Some(shared) = table.parents.get(identity).and_then(std::sync::Weak::upgrade) {
+        drop(ClosedLater::new(opened));
+        return shared;
+    }
+    // Forgotten directories are let go of now and then, not at each release.
+    if table.parents.len() >= 1024 {
+        table.parents.retain(|_, shared| shared.strong_count() > 0);
+    }
+    let shared = Arc::new(ClosedLater::new(opened));
+    table.parents.insert(*identity, Arc::downgrade(&shared));
+    shared
 }
 
 /// Records a freshly published generation as held.
@@ -571,8 +609,9 @@ mod tests {
         let (earlier, ours) = (next_id(), next_id());
         // Nobody on the way: no wait at all; a caller after us is none of
         // our business.
-        let later = arrive(&elsewhere(&key.name), &key.name, next_id());
-        assert!(await_earlier_arrivals(&key.name, ours));
+        let ours_path = here(&key.name);
+        let later = arrive(&ours_path, &key.name, next_id());
+        assert!(!same_path_still_arriving(&key.name, ours, &ours_path));
         drop(later);
         // An earlier caller that reaches its queue (another thread, a moment
         // later): the wait ends when it does, and says so.
@@ -586,17 +625,26 @@ mod tests {
                 drop(arriving);
             }
         });
-        assert!(await_earlier_arrivals(&key.name, ours), "it arrived");
+        let started = Instant::now();
+        assert!(
+            !same_path_still_arriving(&key.name, ours, &ours_path),
+            "it arrived"
+        );
+        assert!(started.elapsed() < ARRIVAL_GRACE, "not a grace waited out");
         assert!(
             arrived.load(Ordering::SeqCst),
             "the wait lasted until it arrived"
         );
         arriver.join().unwrap();
-        // One that does not arrive within the grace: the answer is that it
-        // is still on its way.
-        let stuck = arrive(&elsewhere(&key.name), &key.name, earlier);
-        assert!(!await_earlier_arrivals(&key.name, ours));
+        // One that does not arrive within the grace: still on its way. Called
+        // with this very path, it is surely for the same lock; with another
+        // (the same name in another directory), it is not waited for longer.
+        let stuck = arrive(&ours_path, &key.name, earlier);
+        assert!(same_path_still_arriving(&key.name, ours, &ours_path));
         drop(stuck);
+        let elsewhere_stuck = arrive(&elsewhere(&key.name), &key.name, earlier);
+        assert!(!same_path_still_arriving(&key.name, ours, &ours_path));
+        drop(elsewhere_stuck);
     }
 
     #[test]

@@ -34,9 +34,11 @@ use crate::sys::platform::native;
 /// The value written as `start_time` when it cannot be had.
 pub const UNKNOWN_START_TIME: &str = "unknown";
 
-/// Who this process is, read once (see the module docs).
+/// Who this process is, read once (see the module docs); or, for a lock
+/// held in the name of a child it started ([`of_child`]), who that child is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThisProcess {
+    pub pid: u32,
     /// `ps -o lstart=` form of our start, for the original module's
     /// readers, or `"unknown"`. Rendered once: the original renders its own
     /// once per process too, and the value only serves readers that compare
@@ -71,6 +73,7 @@ pub fn this_process() -> Result<Arc<ThisProcess>, ProcMissing> {
     #[cfg(windows)]
     let rendered = own.start_ticks.and_then(incarnation_of_ticks);
     let this = ThisProcess {
+        pid: crate::sys::unique::own_pid(),
         start_time: rendered
             .clone()
             .unwrap_or_else(|| UNKNOWN_START_TIME.to_string()),
@@ -85,6 +88,31 @@ pub fn this_process() -> Result<Arc<ThisProcess>, ProcMissing> {
         return Ok(THIS.get_or_init(|| Arc::new(this)).clone());
     }
     Ok(Arc::new(this))
+}
+
+/// The identity of `pid`, a child this process started so that a lock be
+/// held in its name (`exactlock run`: the lock then lives as long as the
+/// command does, as flock(1)'s does, whatever happens to this process). It
+/// shares this process's boot and pid namespace; its start is read now.
+/// `None` when it is not running, or its start cannot be read.
+#[cfg(unix)]
+pub fn of_child(pid: u32) -> Option<ThisProcess> {
+    let crate::sys::process::Probe::Running {
+        start_ticks: Some(ticks),
+    } = crate::sys::process::probe(pid)
+    else {
+        return None;
+    };
+    let this = this_process().ok()?;
+    Some(ThisProcess {
+        pid,
+        start_time: lstart::start_secs(ticks)
+            .and_then(lstart::format_lstart)
+            .unwrap_or_else(|| UNKNOWN_START_TIME.to_string()),
+        start_ticks: Some(ticks),
+        boot_id: this.boot_id.clone(),
+        pid_ns: this.pid_ns,
+    })
 }
 
 /// The boot id and pid namespace of this process, as an observer judging

@@ -52,6 +52,15 @@ pub(super) const MAGICS: &[(u64, &str, Class)] = &[
     (0x0102_1994, "tmpfs", Class::Local),
     (0x8584_58F6, "ramfs", Class::Local),
     (0x9584_58F6, "hugetlbfs", Class::Local),
+    // The kernel's own filesystems: local, and they take no lock (a
+    // `mkdir` there fails: `ENOENT` in procfs, `EPERM` in sysfs).
+    (0x9FA0, "proc", Class::Local),
+    (0x6265_6572, "sysfs", Class::Local),
+    (0x6367_7270, "cgroup2", Class::Local),
+    (0x0027_E0EB, "cgroup", Class::Local),
+    (0x6462_6720, "debugfs", Class::Local),
+    (0x7472_6163, "tracefs", Class::Local),
+    (0x1CD1, "devpts", Class::Local),
     (OVERLAYFS_MAGIC, "overlayfs", Class::Local),
     (0xF2F5_2010, "f2fs", Class::Local),
     (0x2FC1_2FC1, "zfs", Class::Local),

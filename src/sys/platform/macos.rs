@@ -79,6 +79,15 @@ pub fn open_nofollow(_path: &Path, _flags: OFlags) -> Option<Result<OwnedFd, Err
     None
 }
 
+/// No open resolved from the kernel's caches alone: no inline fast path.
+pub fn open_dir_cached(_path: &Path) -> Option<Result<OwnedFd, Errno>> {
+    None
+}
+
+pub fn can_open_cached() -> bool {
+    false
+}
+
 /// A device number as [`super::dev_of`] carries it. macOS's `dev_t` is a
 /// signed 32-bit number (major in the top byte, so a major from 128 up
 /// reads negative); libuv assigns it to a `uint64_t`, which sign-extends,

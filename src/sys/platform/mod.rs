@@ -174,6 +174,25 @@ pub fn open_nofollow(path: &Path, flags: OFlags) -> Option<Result<OwnedFd, Errno
     native::open_nofollow(path, flags)
 }
 
+/// Opens the directory `path` for the inline fast path without a call that
+/// can wait on a filesystem: resolved from the kernel's caches alone, and
+/// opened without reading (Linux `openat2(RESOLVE_CACHED)` with `O_PATH`).
+/// `Some(Err(EAGAIN))` where a component would need its filesystem to
+/// answer; `None` where the platform or kernel has no such open (before
+/// Linux 5.12, a seccomp filter, macOS, Windows): there every attempt runs
+/// off the caller's thread. Not one of the mechanisms the portable mode
+/// replaces: it decides only where a syscall runs, never what the lock
+/// does, so the portable mode keeps it.
+pub fn open_dir_cached(path: &Path) -> Option<Result<OwnedFd, Errno>> {
+    native::open_dir_cached(path)
+}
+
+/// Whether [`open_dir_cached`] can be had here (asked once, on the first
+/// directory that would earn the inline path).
+pub fn can_open_cached() -> bool {
+    native::can_open_cached()
+}
+
 /// The flag that opens a name without reading it (Linux `O_PATH`): no read
 /// permission needed, a FIFO is not opened for I/O. `None` where there is
 /// none (or forced portable): callers open directories `O_RDONLY |

@@ -97,6 +97,15 @@ pub fn open_nofollow(_path: &Path, _flags: OFlags) -> Option<Result<OwnedHandle,
     None
 }
 
+/// No open resolved from the kernel's caches alone: no inline fast path.
+pub fn open_dir_cached(_path: &Path) -> Option<Result<OwnedHandle, Errno>> {
+    None
+}
+
+pub fn can_open_cached() -> bool {
+    false
+}
+
 /// A device number as [`super::dev_of`] carries it: the volume serial
 /// number, already widened to `u64` by `crate::sys::os`'s `fstat`, kept as
 /// is (Node's `fs.Stats.dev` on Windows is the same serial).

@@ -98,3 +98,26 @@ pub fn open_nofollow(path: &Path, flags: OFlags) -> Option<Result<OwnedFd, Errno
         other => Some(other),
     }
 }
+
+/// `openat2(O_PATH | O_DIRECTORY, RESOLVE_CACHED)` (see
+/// [`super::open_dir_cached`]); `None` where the kernel refuses the flag.
+pub fn open_dir_cached(path: &Path) -> Option<Result<OwnedFd, Errno>> {
+    match rustix::fs::openat2(
+        rustix::fs::CWD,
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::CACHED,
+    ) {
+        // No `openat2` (before 5.6, or a seccomp filter), or no
+        // `RESOLVE_CACHED` (before 5.12: an unknown flag).
+        Err(Errno::NOSYS | Errno::PERM | Errno::INVAL) => None,
+        other => Some(other),
+    }
+}
+
+/// Whether this kernel takes `openat2(RESOLVE_CACHED)`: asked once, of `/`.
+pub fn can_open_cached() -> bool {
+    static CAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CAN.get_or_init(|| open_dir_cached(Path::new("/")).is_some())
+}
