@@ -79,10 +79,12 @@ describe("chaos: processes SIGKILLed while holding and while waiting", () => {
       // (3 holding kills were seen in one CI run). Only then is a short run
       // accepted, and the branch below checks that it is exactly that
       // directory. Otherwise portable runs as many sections as native here
-      // (268 to 597 in three 8 s runs, 15 to 19 holding kills).
+      // (268 to 597 in three 8 s runs alone), but kills fewer holders: its
+      // waiters sleep on timers, so fewer processes are inside a section when
+      // the killer looks (15 to 19 alone, 4 with the whole suite beside it).
       const stoppedByEmptyLockDir = PORTABLE && report.debris.length > 0;
       expect(report.sections).toBeGreaterThan(stoppedByEmptyLockDir ? 0 : 100);
-      expect(report.kills.holding).toBeGreaterThan(stoppedByEmptyLockDir ? 0 : 5);
+      expect(report.kills.holding).toBeGreaterThan(stoppedByEmptyLockDir ? 0 : PORTABLE ? 1 : 5);
       expect(report.kills.waiting).toBeGreaterThan(5);
       // Every increment the counter shows is accounted for: logged by its
       // section, or lost with a holder killed between its write and its log.
