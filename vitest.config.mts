@@ -12,5 +12,7 @@ export default defineConfig({
     exclude: [...configDefaults.exclude, "__test__/loaded-machine.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
+    // Does nothing unless EXACTLOCK_TEST_PLATFORM names another platform (see the file).
+    setupFiles: ["__test__/premise-guard.ts"],
   },
 });

@@ -10,5 +10,6 @@ export default defineConfig({
     include: ["__test__/loaded-machine.test.ts"],
     testTimeout: 180_000,
     hookTimeout: 30_000,
+    setupFiles: ["__test__/premise-guard.ts"],
   },
 });

@@ -16,8 +16,6 @@
 set -euo pipefail
 
 XPLAT_DIR=${XPLAT_DIR:-$HOME/.cache/exactlock-cross}
-ZIGLANG_VERSION=${ZIGLANG_VERSION:-0.17.1}
-ZIGBUILD_VERSION=${ZIGBUILD_VERSION:-0.24.1}
 
 say() { printf '== cross-setup: %s\n' "$*"; }
 die() { printf 'cross-setup: %s\n' "$*" >&2; exit 1; }
@@ -42,15 +40,8 @@ else
 fi
 [ -e /usr/lib/rustlib/src/rust/library/Cargo.lock ] || die "rust-web-src installed, but /usr/lib/rustlib/src/rust/library is missing"
 
-# --- 2. zig and cargo-zigbuild in a private venv --------------------------------------
-if [ ! -x "$XPLAT_DIR/venv/bin/cargo-zigbuild" ]; then
-  say "venv: ziglang==$ZIGLANG_VERSION cargo-zigbuild==$ZIGBUILD_VERSION"
-  python3 -m venv "$XPLAT_DIR/venv"
-  "$XPLAT_DIR/venv/bin/pip" install --quiet --disable-pip-version-check \
-    "ziglang==$ZIGLANG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION"
-else
-  say "venv with cargo-zigbuild present"
-fi
+# --- 2. zig and cargo-zigbuild in a private venv (pinned there) ------------------------
+bash "$(dirname "$0")/python-tools.sh" "$XPLAT_DIR/venv" zig
 ZIG_DIR=$("$XPLAT_DIR/venv/bin/python" -c 'import ziglang, os; print(os.path.dirname(ziglang.__file__))')
 
 # --- 3. Shims: `cargo`, `rustc` and clippy mean Debian's toolchain ---------------------

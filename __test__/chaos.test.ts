@@ -73,13 +73,18 @@ describe("chaos: processes SIGKILLed while holding and while waiting", () => {
       expect(report.lostUpdates).toBe(0);
       expect(report.hung).toBe(0);
       // The run must have been a real one: sections done, holders and
-      // waiters actually killed. (Forced portable, fewer sections fit in the
-      // 8 s: half the workers wait on a 100 ms timer with no kernel wake-up,
-      // and an empty lock directory left by a kill (see below) holds the lock
-      // for 10 s — from an early kill on, nobody holds and so nobody is
-      // killed holding: 3 holding kills were seen in one CI run.)
-      expect(report.sections).toBeGreaterThan(PORTABLE ? 0 : 100);
-      expect(report.kills.holding).toBeGreaterThan(PORTABLE ? 0 : 5);
+      // waiters actually killed. Forced portable, one thing may stop it early:
+      // an empty lock directory left by a kill (see below) holds the lock for
+      // 10 s, so from that kill on nobody holds and nobody is killed holding
+      // (3 holding kills were seen in one CI run). Only then is a short run
+      // accepted, and the branch below checks that it is exactly that
+      // directory. Otherwise portable runs as many sections as native here
+      // (268 to 597 in three 8 s runs alone), but kills fewer holders: its
+      // waiters sleep on timers, so fewer processes are inside a section when
+      // the killer looks (15 to 19 alone, 4 with the whole suite beside it).
+      const stoppedByEmptyLockDir = PORTABLE && report.debris.length > 0;
+      expect(report.sections).toBeGreaterThan(stoppedByEmptyLockDir ? 0 : 100);
+      expect(report.kills.holding).toBeGreaterThan(stoppedByEmptyLockDir ? 0 : PORTABLE ? 1 : 5);
       expect(report.kills.waiting).toBeGreaterThan(5);
       // Every increment the counter shows is accounted for: logged by its
       // section, or lost with a holder killed between its write and its log.

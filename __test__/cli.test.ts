@@ -8,6 +8,7 @@ import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CLI, deadOwnerLock, makeTempDir, type Proc, removeDir, runCli, startCli, startHolder } from "./cli-helpers.ts";
 import { PORTABLE } from "./helpers.ts";
+import { ON_LINUX } from "./premises.ts";
 
 let dir: string;
 const running: Proc[] = [];
@@ -235,7 +236,7 @@ describe("exactlock run", () => {
   // CMD kept running, and a second CMD ran beside the first. The record now names CMD itself
   // (POSIX: CMD waits at a gate until the lock is held in its name), as flock(1)'s lock lives
   // with the descriptor CMD inherits.
-  it.skipIf(process.platform !== "linux")("SIGKILL of exactlock run: no other holder of FILE while CMD lives; the lock is taken at once when CMD ends", async () => {
+  it.skipIf(!ON_LINUX)("SIGKILL of exactlock run: no other holder of FILE while CMD lives; the lock is taken at once when CMD ends", async () => {
     const file = path.join(dir, "state.json");
     const script = "console.log(JSON.stringify({ ready: true, pid: process.pid })); setTimeout(() => {}, 3000);";
     const run = startCli(["run", file, "--", node, "-e", script]);

@@ -19,7 +19,8 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, FileLockAcquireError, processStartTime } from "../lib/index.ts";
 import { Child, cleanup, fingerprint, publishLikeOriginal, spawnSleeper, tempRoot } from "./fixtures/children.ts";
-import { btime, fixture, legacyRecordBytes, lockNames, rootOrSkip, shiftLstart } from "./kernel-helpers.ts";
+import { btime, fixture, legacyRecordBytes, lockNames, shiftLstart } from "./kernel-helpers.ts";
+import { skipUnless } from "./premises.ts";
 
 afterEach(cleanup);
 
@@ -67,8 +68,9 @@ async function holderWithShiftedBtime(root: string, file: string, shiftSeconds: 
 
 describe("a wall-clock step never makes a live holder look reused", () => {
   for (const shift of [+1, -1]) {
-    it(`holder whose boot time reads ${shift > 0 ? "+" : ""}${shift} s: the waiter reports it live (ELOCKED), and its release succeeds`, async () => {
-      if (!rootOrSkip("clock step via a bind-mounted /proc/stat in a private mount namespace", ["unshare", "mount", "sed"])) return;
+    it(`holder whose boot time reads ${shift > 0 ? "+" : ""}${shift} s: the waiter reports it live (ELOCKED), and its release succeeds`, async (ctx) => {
+      // A bind-mounted /proc/stat in a private mount namespace.
+      skipUnless(ctx, { linux: true, root: true, tools: ["unshare", "mount", "sed"] });
       const root = tempRoot("exactlock-clock-");
       const file = path.join(root, "state.json");
       const holder = await holderWithShiftedBtime(root, file, shift);

@@ -17,10 +17,11 @@
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { acquireLock } from "../lib/index.ts";
 import { Child, cleanup, deadPid, spawnHolder, spawnSleeper, tempRoot } from "./fixtures/children.ts";
 import { waitUntil } from "./helpers.ts";
+import { skipUnless } from "./premises.ts";
 import {
   bootId,
   CLI,
@@ -130,6 +131,9 @@ describe("a SIGKILLed waiter's staging dir", () => {
 });
 
 describe("debris a killed publisher or reclaimer leaves", () => {
+  // The records planted carry Linux's boot id and pid namespace (/proc).
+  beforeEach((ctx) => skipUnless(ctx, { linux: true }));
+
   /**
    * An empty dir, backdated an hour: left by a process killed long ago. (A
    * fresh empty one is not judged by its name's pid until it is a second

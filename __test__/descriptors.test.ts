@@ -10,12 +10,13 @@ import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { cleanup, makeRoot } from "./helpers.ts";
+import { ON_LINUX } from "./premises.ts";
 
 afterEach(cleanup);
 
 const FACADE = path.join(__dirname, "..", "dist", "index.js");
 const hardLimit = Number(spawnSync("sh", ["-c", "ulimit -Hn"], { encoding: "utf8" }).stdout.trim());
-const canRaise = process.platform === "linux" && (hardLimit >= 12_000 || Number.isNaN(hardLimit));
+const canRaise = ON_LINUX && (hardLimit >= 12_000 || Number.isNaN(hardLimit));
 
 describe("descriptors of held locks", () => {
   it.skipIf(!canRaise)(

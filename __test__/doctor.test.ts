@@ -12,7 +12,8 @@ import { acquireLock, probeFilesystem } from "../lib/index.ts";
 import { makeTempDir, removeDir, ROOT, runCli } from "./cli-helpers.ts";
 import { PORTABLE } from "./helpers.ts";
 import { deadPid } from "./fixtures/children.ts";
-import { dirWithInfo, legacyRecordBytes, rootOrSkip } from "./kernel-helpers.ts";
+import { dirWithInfo, legacyRecordBytes } from "./kernel-helpers.ts";
+import { skipUnless } from "./premises.ts";
 
 let dir: string;
 
@@ -50,7 +51,8 @@ async function withTmpfs(mode: "ro" | "rw", body: (mountPoint: string) => Promis
 }
 
 describe("exactlock doctor", () => {
-  it("--line prints one summary line for the temp dir, and leaves nothing in it", async () => {
+  it("--line prints one summary line for the temp dir, and leaves nothing in it", async (ctx) => {
+    skipUnless(ctx, { linux: true }); // the expected line is Linux's (findmnt, inotify)
     const result = await runCli(["doctor", "--line", dir]);
     expect(result.stderr).toBe("");
     expect(result.status).toBe(0);
@@ -58,7 +60,8 @@ describe("exactlock doctor", () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
-  it("prints the summary first, then each call and what follows for the lock", async () => {
+  it("prints the summary first, then each call and what follows for the lock", async (ctx) => {
+    skipUnless(ctx, { linux: true }); // the expected line is Linux's (findmnt, inotify)
     const result = await runCli(["doctor", dir]);
     expect(result.status).toBe(0);
     const lines = result.stdout.split("\n");
@@ -72,7 +75,8 @@ describe("exactlock doctor", () => {
     expect(result.stdout).not.toContain("ownerHostId");
   });
 
-  it("--json: /dev/shm is tmpfs, local, carries every call, and says locks there are in memory", async () => {
+  it("--json: /dev/shm is tmpfs, local, carries every call, and says locks there are in memory", async (ctx) => {
+    skipUnless(ctx, { linux: true }); // /dev/shm, findmnt
     const result = await runCli(["doctor", "--json", "/dev/shm", dir]);
     expect(result.status).toBe(0);
     const [shm, temp] = JSON.parse(result.stdout) as Array<Record<string, any>>;
@@ -101,7 +105,8 @@ describe("exactlock doctor", () => {
     expect(temp!.dev).toMatch(/^\d+$/);
   });
 
-  it("names a missing directory, a file and a path below a file, with a code and a next step, and exits 1", async () => {
+  it("names a missing directory, a file and a path below a file, with a code and a next step, and exits 1", async (ctx) => {
+    skipUnless(ctx, { linux: true }); // the expected line is Linux's (findmnt, inotify)
     const file = path.join(dir, "file");
     writeFileSync(file, "x");
     const result = await runCli(["doctor", path.join(dir, "nope"), file, path.join(file, "below"), dir]);
@@ -129,14 +134,15 @@ describe("exactlock doctor", () => {
     expect(readdirSync(dir)).toEqual(["file"]);
   });
 
-  it("refuses a directory that takes no entries (/proc) with its own code", async () => {
+  it("refuses a directory that takes no entries (/proc) with its own code", async (ctx) => {
+    skipUnless(ctx, { linux: true }); // /proc
     const result = await runCli(["doctor", "/proc"]);
     expect(result.status).toBe(1);
     expect(result.stderr).toMatch(/\/proc takes no new entries .* \[no_new_entries\]\. Next: /);
   });
 
-  it("refuses a read-only mount: no lock can be made there", async () => {
-    if (!rootOrSkip("read-only tmpfs mount", ["mount", "umount"])) return;
+  it("refuses a read-only mount: no lock can be made there", async (ctx) => {
+    skipUnless(ctx, { linux: true, root: true, tools: ["mount", "umount"] }); // a read-only tmpfs
     await withTmpfs("ro", async (mountPoint) => {
       const result = await runCli(["doctor", mountPoint]);
       expect(result.status).toBe(1);
@@ -146,8 +152,8 @@ describe("exactlock doctor", () => {
     });
   });
 
-  it("probes a tmpfs mounted for the test, not the filesystem around it", async () => {
-    if (!rootOrSkip("tmpfs mount", ["mount", "umount"])) return;
+  it("probes a tmpfs mounted for the test, not the filesystem around it", async (ctx) => {
+    skipUnless(ctx, { linux: true, root: true, tools: ["mount", "umount"] }); // a tmpfs
     await withTmpfs("rw", async (mountPoint) => {
       const result = await runCli(["doctor", "--line", mountPoint]);
       expect(result.status).toBe(0);
@@ -268,8 +274,8 @@ describe("exactlock doctor on sshfs (a FUSE mount that refuses the rename flags)
     };
   }
 
-  it("says noreplace=no exchange=no, and a lock there issues the refused call once, then goes straight to the fallback", async () => {
-    if (!rootOrSkip("sshfs mount with a local sshd", ["sshfs", "/usr/sbin/sshd", "ssh-keygen", "fusermount"])) return;
+  it("says noreplace=no exchange=no, and a lock there issues the refused call once, then goes straight to the fallback", async (ctx) => {
+    skipUnless(ctx, { linux: true, root: true, tools: ["sshfs", "/usr/sbin/sshd", "ssh-keygen", "fusermount"] }); // sshfs over a local sshd
     const { mnt, srv, teardown } = mountSshfs(dir);
     try {
       const line = await runCli(["doctor", "--line", mnt]);

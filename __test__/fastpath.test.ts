@@ -16,6 +16,7 @@ import { acquireLock, tryAcquireLock, withFileLock } from "../lib/index.ts";
 import { injectDelayForTesting } from "../lib/testing.ts";
 import * as mounts from "./fs-matrix/mounts.mjs";
 import { cleanup, exists, lockPathOf, makeRoot, patient, rejectionOf, sleep, waitUntil } from "./helpers.ts";
+import { ON_LINUX } from "./premises.ts";
 
 afterEach(cleanup);
 
@@ -281,7 +282,7 @@ describe("release", () => {
  * very directory that earned the path (src/lock/fastpath.rs).
  */
 describe("inlineFastPath on a path that leads to a stalled network mount now", () => {
-  const sshfsMissing = process.platform === "linux" ? mounts.whyNotMountable("sshfs") : "sshfs mounts are tested on Linux";
+  const sshfsMissing = ON_LINUX ? mounts.whyNotMountable("sshfs") : "sshfs mounts are tested on Linux";
 
   afterEach(async () => {
     await mounts.unmountAll();

@@ -4,7 +4,7 @@
  * processes that hold a lock. Everything a test creates is registered here
  * and torn down by `cleanup()` (call it from `afterEach`).
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -12,6 +12,7 @@ import * as path from "node:path";
 import { createInterface } from "node:readline";
 import { processStartTime } from "../lib/index.ts";
 import { clearFaultsForTesting, FileLockTestHooks } from "../lib/testing.ts";
+import { ON_LINUX } from "./premises.ts";
 
 // vitest provides __dirname (the package compiles tests as CommonJS, where import.meta is not allowed).
 export const FIXTURES = path.join(__dirname, "fixtures");
@@ -157,6 +158,23 @@ export function liveForeignPid(): number {
 }
 
 /**
+ * The state letter of process `pid` (`R`, `S`, `Z`, …), or null when there is none: field 3
+ * of /proc/<pid>/stat on Linux, `ps -o stat=` elsewhere (macOS has no /proc).
+ */
+export function processState(pid: number): string | null {
+  if (!ON_LINUX) {
+    const ps = spawnSync("ps", ["-o", "stat=", "-p", String(pid)], { encoding: "utf8" });
+    return ps.status === 0 ? ps.stdout.trim().charAt(0) || null : null;
+  }
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
  * A zombie: a process that has exited but whose parent never reaps it.
  * `sh` backgrounds a short `sleep` and execs a long one, which never calls
  * wait(); the short one exits after the exec and stays a zombie.
@@ -168,8 +186,7 @@ export async function zombiePid(): Promise<number> {
   const pid = Number(line.trim());
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) return pid;
+    if (processState(pid) === "Z") return pid;
     await sleep(10);
   }
   throw new Error(`pid ${pid} did not become a zombie`);

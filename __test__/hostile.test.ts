@@ -8,10 +8,10 @@
  * equal before and after, apart from what the case expects to change, and no
  * `*.pending.*` / `*.removing` name remains.
  *
- * Tests run as root. Where permissions matter, the acquiring side runs in a
- * child process as `nobody` through `setpriv --reuid=65534 --regid=65534
- * --clear-groups` (root bypasses directory permissions, so an in-process
- * test could not fail).
+ * Where permissions matter, the acquiring side runs in a child process as
+ * `nobody` through `setpriv --reuid=65534 --regid=65534 --clear-groups`
+ * (root bypasses directory permissions, so an in-process test could not
+ * fail): those tests, and chattr's, need root and are skipped without it.
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
 import { createHash, randomUUID } from "node:crypto";
@@ -31,11 +31,14 @@ import {
   withFileLock,
 } from "../lib/index.ts";
 import { copyForAnyUid } from "./kernel-helpers.ts";
+import { type Needs, ON_LINUX, skipUnless } from "./premises.ts";
 
 // vitest provides __dirname (tests type-check as CommonJS, where import.meta is not allowed).
 const repo = path.resolve(__dirname, "..");
 const facade = path.join(repo, "dist", "index.js");
 const NOBODY = 65534;
+/** A child run as uid nobody: `setpriv --reuid` (util-linux), which only root may do. */
+const AS_NOBODY: Needs = { linux: true, root: true, tools: ["setpriv"] };
 
 /**
  * The facade as another uid can load it: a world-readable copy of dist/
@@ -57,7 +60,7 @@ const cleanups: (() => void)[] = [];
 afterEach(() => {
   for (const cleanup of cleanups.splice(0).reverse()) cleanup();
   for (const root of roots.splice(0)) {
-    spawnSync("chattr", ["-R", "-i", root], { stdio: "ignore" });
+    if (ON_LINUX) spawnSync("chattr", ["-R", "-i", root], { stdio: "ignore" });
     fs.rmSync(root, { recursive: true, force: true });
   }
 });
@@ -464,7 +467,8 @@ describe("hostile: the parent", () => {
     expect(error.lockPath).toBe(path.join(root, "parent", "f.lock"));
   });
 
-  it("rejects with EACCES when the parent is not writable (as uid nobody via setpriv)", async () => {
+  it("rejects with EACCES when the parent is not writable (as uid nobody via setpriv)", async (ctx) => {
+    skipUnless(ctx, AS_NOBODY);
     const root = tempRoot();
     fs.chmodSync(root, 0o755);
     const parent = path.join(root, "readonly");
@@ -476,7 +480,8 @@ describe("hostile: the parent", () => {
     expectNoDebris(root);
   });
 
-  it("rejects with EACCES, not ELOCKED, when the lock is held and the parent is not writable (as uid nobody)", async () => {
+  it("rejects with EACCES, not ELOCKED, when the lock is held and the parent is not writable (as uid nobody)", async (ctx) => {
+    skipUnless(ctx, AS_NOBODY);
     // The waiter stages its record when it starts to wait; a staging it may
     // never create fails the acquisition at once, as a publication would.
     const root = tempRoot();
@@ -497,7 +502,8 @@ describe("hostile: the parent", () => {
     expectNoDebris(root);
   });
 
-  it("rejects with EACCES when the parent is immutable (chattr +i, even for root)", async () => {
+  it("rejects with EACCES when the parent is immutable (chattr +i, even for root)", async (ctx) => {
+    skipUnless(ctx, { linux: true, root: true, tools: ["chattr"] });
     const root = tempRoot();
     const parent = path.join(root, "immutable");
     fs.mkdirSync(parent, { mode: 0o755 });
@@ -510,7 +516,8 @@ describe("hostile: the parent", () => {
     expectNoDebris(root);
   });
 
-  it("refuses (ELOCKED) a lock directory it may not read, as uid nobody, and leaves it alone", async () => {
+  it("refuses (ELOCKED) a lock directory it may not read, as uid nobody, and leaves it alone", async (ctx) => {
+    skipUnless(ctx, AS_NOBODY);
     const root = tempRoot();
     fs.chmodSync(root, 0o755);
     const parent = path.join(root, "shared");
@@ -617,7 +624,8 @@ describe("hostile: the lock directory is swapped between the stale verdict and t
     expect(listing(root)).toEqual(before);
   });
 
-  it("acquire under a racing child that keeps exchanging the stale lock with a live successor (renameat2 RENAME_EXCHANGE): the successor always survives", async () => {
+  it("acquire under a racing child that keeps exchanging the stale lock with a live successor (renameat2 RENAME_EXCHANGE): the successor always survives", async (ctx) => {
+    skipUnless(ctx, { linux: true, tools: ["python3"] }); // the racer calls Linux's renameat2 through ctypes
     const root = tempRoot();
     const { file, lock } = lockWithInfo(root, record(deadPid()));
     const aside = path.join(root, "successor");
@@ -734,7 +742,8 @@ describe("hostile: umask 0777", () => {
   // must set the directory's mode and try again. Every path that stages: the first attempt
   // (off the thread), the inline fast path, and a waiter's staged record published at hand-off.
   for (const umask of [0o277, 0o177, 0o777]) {
-    it(`stages, publishes and releases under umask ${umask.toString(8)} as uid nobody: 0700/0600, nothing left`, async () => {
+    it(`stages, publishes and releases under umask ${umask.toString(8)} as uid nobody: 0700/0600, nothing left`, async (ctx) => {
+      skipUnless(ctx, AS_NOBODY);
       const root = tempRoot();
       fs.chmodSync(root, 0o755);
       const parent = path.join(root, "p");
@@ -766,7 +775,8 @@ describe("hostile: umask 0777", () => {
   // (0777 leaves 0000, 0477 leaves -wx) could not be opened to set its mode, nor hold the
   // next directory; it was left at 0000-0300, and every later acquisition of the path failed.
   for (const umask of [0o777, 0o477, 0o577, 0o677, 0o707]) {
-    it(`creates a missing parent chain 0700 under umask ${umask.toString(8)} as uid nobody, and a later acquisition under umask 022 succeeds`, async () => {
+    it(`creates a missing parent chain 0700 under umask ${umask.toString(8)} as uid nobody, and a later acquisition under umask 022 succeeds`, async (ctx) => {
+      skipUnless(ctx, AS_NOBODY);
       const root = tempRoot();
       fs.chmodSync(root, 0o755);
       const parent = path.join(root, "p");

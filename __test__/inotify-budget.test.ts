@@ -11,13 +11,15 @@ import { afterEach, expect, it } from "vitest";
 import { acquireLock } from "../lib/index.ts";
 import { cleanup, spawnFixture, tempRoot } from "./fixtures/children.ts";
 import { PORTABLE } from "./helpers.ts";
+import { skipUnless } from "./premises.ts";
 
 afterEach(cleanup);
 
 // Skipped under the portable mechanisms: they watch nothing.
 it.skipIf(PORTABLE)(
   "150 waits and 150 watched held locks in one process use one inotify instance, and every wait is handed over by an event",
-  async () => {
+  async (ctx) => {
+    skipUnless(ctx, { linux: true }); // inotify, and the uid's instances in /proc
     const root = tempRoot("exactlock-inotify-budget-");
     const count = 150;
     const releases = [];

@@ -4,12 +4,12 @@
  */
 import { spawn } from "node:child_process";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { acquireLock, inspectLock, isLocked, processStartTime } from "../lib/index.ts";
 import { deadOwnerLock, HOLDER, makeTempDir, Proc, removeDir, startHolder } from "./cli-helpers.ts";
-import { PORTABLE } from "./helpers.ts";
+import { PORTABLE, processState as procState } from "./helpers.ts";
 
 let dir: string;
 const running: Proc[] = [];
@@ -54,14 +54,6 @@ function listing(at: string): string[] {
   return out.sort();
 }
 
-function procState(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0] ?? null;
-  } catch {
-    return null;
-  }
-}
 
 describe("inspectLock", () => {
   it("free: no lock dir", async () => {

@@ -22,6 +22,7 @@ import {
   spawnSleeper,
   tempRoot,
 } from "./fixtures/children.ts";
+import { skipUnless } from "./premises.ts";
 
 afterEach(cleanup);
 
@@ -177,7 +178,8 @@ describe("records written by exactlock", () => {
     return withFileLock(file, async () => fs.readFileSync(`${file}.lock/info`, "utf8"), options);
   }
 
-  it("are JSON.stringify bytes: the original's keys in its order, upstream 0.17's process_incarnation where it writes it, boot_id and pid_ns after", async () => {
+  it("are JSON.stringify bytes: the original's keys in its order, upstream 0.17's process_incarnation where it writes it, boot_id and pid_ns after", async (ctx) => {
+    skipUnless(ctx, { linux: true }); // a Linux record: the incarnation, boot id and pid namespace of /proc
     const root = tempRoot();
     const file = path.join(root, "state.json");
     const before = Date.now();

@@ -1,15 +1,11 @@
 /**
  * Helpers of the acceptance suites for real-world holes (clock steps, pid
  * namespaces, debris names, worker threads, overlayfs, a missing /proc):
- * the loud root/tool gate, what the kernel says about a process (start
- * ticks, boot id, pid namespace), `ps -o lstart=` strings, owner records in
- * the original and in the new format, and a content listing of a tree.
- *
- * Skipped tests are forbidden in this project: a test that needs root or a
- * tool calls `rootOrSkip(...)` and returns early when it says false, after
- * the loud `SKIPPED (needs root): …` line.
+ * what the kernel says about a process (start ticks, boot id, pid
+ * namespace), `ps -o lstart=` strings, owner records in the original and in
+ * the new format, and a content listing of a tree. A test that needs root,
+ * Linux or a tool says so with ./premises.ts, and is skipped without it.
  */
-import { spawnSync } from "node:child_process";
 import { createHash, randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -39,29 +35,6 @@ export function copyForAnyUid(): { dir: string; facade: string; fixture: (name: 
     facade: path.join(dir, "dist", "index.js"),
     fixture: (name) => path.join(dir, "__test__", "fixtures", name),
   };
-}
-
-function onPath(tool: string): boolean {
-  return spawnSync("sh", ["-c", 'command -v "$1" >/dev/null 2>&1', "sh", tool]).status === 0;
-}
-
-/**
- * Whether a test that needs root (and `tools`) can run here. When it
- * cannot, prints `SKIPPED (needs root): <what> …` and returns false: the
- * test body then returns early (it is never marked skipped).
- */
-export function rootOrSkip(what: string, tools: string[] = []): boolean {
-  const uid = process.getuid?.();
-  if (uid !== 0) {
-    console.warn(`SKIPPED (needs root): ${what} (running as uid ${uid})`);
-    return false;
-  }
-  const missing = tools.filter((tool) => !onPath(tool));
-  if (missing.length > 0) {
-    console.warn(`SKIPPED (needs root): ${what} (missing tool: ${missing.join(", ")})`);
-    return false;
-  }
-  return true;
 }
 
 /** `exactlock gc DIR` (bin/exactlock.js → dist/cli.js) in a child process: its exit status and output. */

@@ -21,6 +21,7 @@ import { acquireLock, FileLockAcquireError } from "../lib/index.ts";
 import { FileLockTestHooks } from "../lib/testing.ts";
 import { Child, cleanup, spawnHolder, tempRoot } from "./fixtures/children.ts";
 import { fixture, REPO } from "./kernel-helpers.ts";
+import { skipUnless } from "./premises.ts";
 
 const busy: ChildProcess[] = [];
 afterEach(async () => {
@@ -67,7 +68,8 @@ describe("under load (4 busy processes on this machine's cores)", () => {
 
 describe("starved of CPU (nice 19, on one core beside 4 busy processes)", () => {
   for (const hook of ["", "hook"]) {
-    it(`15 retries: 0 attempts (the shortest grace) on a held lock all end ELOCKED${hook ? ", each with its real attempt count (hook)" : ""}`, async () => {
+    it(`15 retries: 0 attempts (the shortest grace) on a held lock all end ELOCKED${hook ? ", each with its real attempt count (hook)" : ""}`, async (ctx) => {
+      skipUnless(ctx, { linux: true, tools: ["taskset", "nice"] }); // taskset is util-linux's
       const root = tempRoot("exactlock-starved-");
       const file = path.join(root, "state.json");
       const holder = await spawnHolder(file);

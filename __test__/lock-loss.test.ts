@@ -11,7 +11,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, FileLockError, type LockRelease } from "../lib/index.ts";
 import { Child, cleanup as cleanupChildren } from "./fixtures/children.ts";
 import { cleanup, makeRoot, PORTABLE, rejectionOf, sleep, waitUntil } from "./helpers.ts";
-import { copyForAnyUid, rootOrSkip } from "./kernel-helpers.ts";
+import { copyForAnyUid } from "./kernel-helpers.ts";
+import { skipUnless } from "./premises.ts";
 
 /** Copies of the facade made for uid 65534 (copyForAnyUid), removed after each test. */
 const copies: string[] = [];
@@ -101,7 +102,8 @@ describe("release.signal", () => {
   });
 
   // Skipped under the portable mechanisms: they have no inotify instance to count.
-  it.skipIf(PORTABLE)("watches only while someone listens: no kernel watch until signal is read, none left after the release", async () => {
+  it.skipIf(PORTABLE)("watches only while someone listens: no kernel watch until signal is read, none left after the release", async (ctx) => {
+    skipUnless(ctx, { linux: true }); // counts inotify watches in /proc/self/fdinfo
     const file = path.join(makeRoot(), "state.json");
     const before = inotify();
     const release: LockRelease = await acquireLock(file);
@@ -168,8 +170,8 @@ describe("a loss watch the kernel refuses (the uid's inotify instances used up)"
   }
 
   for (const how of ["onCompromised", "signal"] as const) {
-    it(`acquireLock still hands over a lock whose loss it reports (${how}), and releases it`, async () => {
-      if (!rootOrSkip("a uid's inotify instances exhausted (setpriv to uid 65534)", ["setpriv", "/usr/bin/python3"])) return;
+    it(`acquireLock still hands over a lock whose loss it reports (${how}), and releases it`, async (ctx) => {
+      skipUnless(ctx, { linux: true, root: true, tools: ["setpriv", "/usr/bin/python3"] }); // uid 65534's inotify instances used up
       const root = makeRoot();
       fs.chmodSync(root, 0o777);
       const file = path.join(root, "state.json");

@@ -18,9 +18,12 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, withFileLock } from "../lib/index.ts";
 import { cleanup, deadPid, tempRoot } from "./fixtures/children.ts";
-import { dirWithInfo, legacyRecordBytes, lockNames, rootOrSkip, runGc } from "./kernel-helpers.ts";
+import { dirWithInfo, legacyRecordBytes, lockNames, runGc } from "./kernel-helpers.ts";
+import { type Needs, skipUnless } from "./premises.ts";
 
 afterEach(cleanup);
+
+const OVERLAY_MOUNT: Needs = { linux: true, root: true, tools: ["mount", "umount"] };
 
 const A_START = "Wed Dec  2 08:36:20 2026";
 
@@ -58,8 +61,8 @@ async function withOverlay(
 }
 
 describe("overlayfs: a dead owner's lock in the lower layer", () => {
-  it("is reclaimed by the next acquisition with default options, and the release leaves no lock names", async () => {
-    if (!rootOrSkip("overlayfs mount", ["mount", "umount"])) return;
+  it("is reclaimed by the next acquisition with default options, and the release leaves no lock names", async (ctx) => {
+    skipUnless(ctx, OVERLAY_MOUNT);
     await withOverlay(["state.json.lock"], async (merged) => {
       const file = path.join(merged, "state.json");
       expect(lockNames(merged, "state.json")).toEqual(["state.json.lock"]);
@@ -76,8 +79,8 @@ describe("overlayfs: a dead owner's lock in the lower layer", () => {
     });
   });
 
-  it("is removed by `exactlock gc MERGED` (it prints the removal), leaving nothing", async () => {
-    if (!rootOrSkip("overlayfs mount", ["mount", "umount"])) return;
+  it("is removed by `exactlock gc MERGED` (it prints the removal), leaving nothing", async (ctx) => {
+    skipUnless(ctx, OVERLAY_MOUNT);
     await withOverlay(["other.json.lock"], async (merged) => {
       expect(lockNames(merged, "other.json")).toEqual(["other.json.lock"]);
       const collected = await runGc(merged);
@@ -91,8 +94,8 @@ describe("overlayfs: a dead owner's lock in the lower layer", () => {
 describe("overlayfs: a parent directory that exists only in the lower layer", () => {
   // The first publication copies the parent up, and overlayfs then reports
   // the upper layer's birth time for it: the lock must keep one key.
-  it("is one lock in this process across the copy-up: a nested acquisition is EDEADLK at once, and waiters queue first come first served", async () => {
-    if (!rootOrSkip("overlayfs mount", ["mount", "umount"])) return;
+  it("is one lock in this process across the copy-up: a nested acquisition is EDEADLK at once, and waiters queue first come first served", async (ctx) => {
+    skipUnless(ctx, OVERLAY_MOUNT);
     await withOverlay(
       [],
       async (merged) => {

@@ -21,7 +21,11 @@ import { acquireLock, FileLockAcquireError } from "../lib/index.ts";
 import { clearFaultsForTesting, injectDelayForTesting } from "../lib/testing.ts";
 import { Child, cleanup, spawnHolder, tempRoot } from "./fixtures/children.ts";
 import { waitUntil } from "./helpers.ts";
-import { FACADE, fixture, lockNames, rootOrSkip } from "./kernel-helpers.ts";
+import { FACADE, fixture, lockNames } from "./kernel-helpers.ts";
+import { type Needs, skipUnless } from "./premises.ts";
+
+/** A child pid namespace: `unshare --pid --fork --mount-proc`. */
+const PID_NAMESPACE: Needs = { linux: true, root: true, tools: ["unshare"] };
 
 afterEach(cleanup);
 
@@ -52,8 +56,8 @@ for (const hostOptions of [{}, { ownerHostId: "h1" }]) {
   const label = "ownerHostId" in hostOptions ? ' (both sides ownerHostId "h1")' : "";
 
   describe(`pid namespaces${label}`, () => {
-    it("holder inside a child pid namespace: a waiter of the parent namespace gets ELOCKED and never reclaims; the holder then releases cleanly", async () => {
-      if (!rootOrSkip("holder in a child pid namespace (unshare --pid)", ["unshare"])) return;
+    it("holder inside a child pid namespace: a waiter of the parent namespace gets ELOCKED and never reclaims; the holder then releases cleanly", async (ctx) => {
+      skipUnless(ctx, PID_NAMESPACE);
       const root = tempRoot("exactlock-pidns-");
       const file = path.join(root, "state.json");
       const holder = inChildPidNamespace("holder.mjs", [file, JSON.stringify({ retries: 100_000, retryDelayMs: 100, ...hostOptions })]);
@@ -72,8 +76,8 @@ for (const hostOptions of [{}, { ownerHostId: "h1" }]) {
       expect(lockNames(root, "state.json")).toEqual([]);
     });
 
-    it("waiter inside a child pid namespace: it reports ELOCKED for the parent-namespace holder and never reclaims", async () => {
-      if (!rootOrSkip("waiter in a child pid namespace (unshare --pid)", ["unshare"])) return;
+    it("waiter inside a child pid namespace: it reports ELOCKED for the parent-namespace holder and never reclaims", async (ctx) => {
+      skipUnless(ctx, PID_NAMESPACE);
       const root = tempRoot("exactlock-pidns-");
       const file = path.join(root, "state.json");
       const holder = await spawnHolder(file, { retries: 100_000, retryDelayMs: 100, ...hostOptions });
@@ -106,8 +110,8 @@ describe("pid namespaces: a dead holder of the reader's own namespace is still r
     expect(lockNames(root, "state.json")).toEqual([]);
   });
 
-  it("holder and waiter inside one child pid namespace: the holder is SIGKILLed, the waiter reclaims at once (retries: 0)", async () => {
-    if (!rootOrSkip("holder and waiter in one child pid namespace (unshare --pid)", ["unshare"])) return;
+  it("holder and waiter inside one child pid namespace: the holder is SIGKILLed, the waiter reclaims at once (retries: 0)", async (ctx) => {
+    skipUnless(ctx, PID_NAMESPACE);
     const root = tempRoot("exactlock-pidns-");
     const file = path.join(root, "state.json");
     const pair = inChildPidNamespace("ns-pair.mjs", [file]);
@@ -128,8 +132,8 @@ describe("pid namespaces: a dead holder of the reader's own namespace is still r
  * directory to it.
  */
 describe("pid namespaces: a live publisher's staging seen from a child pid namespace", () => {
-  it("a reaper there, to which the staging's pid is dead, leaves the unwritten staging to it (busy); the publisher then publishes", async () => {
-    if (!rootOrSkip("reaper in a child pid namespace (unshare --pid)", ["unshare"])) return;
+  it("a reaper there, to which the staging's pid is dead, leaves the unwritten staging to it (busy); the publisher then publishes", async (ctx) => {
+    skipUnless(ctx, PID_NAMESPACE);
     const root = tempRoot("exactlock-pidns-");
     const file = path.join(root, "unwritten.json");
     const lockPath = `${file}.lock`;

@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { nativePlatform } from "../lib/index.ts";
 import { cleanup as cleanupChildren, spawnHolder } from "./fixtures/children.ts";
 import { canonicalRecord, cleanup, deadPid, makeRoot, PORTABLE, writeLock, zombiePid } from "./helpers.ts";
+import { skipUnless } from "./premises.ts";
 
 afterEach(async () => {
   await cleanupChildren();
@@ -47,10 +48,12 @@ const acquireScript = (file: string, retries: number, retryDelayMs: number) => `
 
 describe("EXACTLOCK_PLATFORM", () => {
   it("nativePlatform() names the mechanisms of this run", () => {
-    expect(nativePlatform()).toBe(PORTABLE ? "portable" : "linux");
+    const native: Record<string, string> = { linux: "linux", darwin: "macos", win32: "windows" };
+    expect(nativePlatform()).toBe(PORTABLE ? "portable" : native[process.platform]);
   });
 
-  it("forced portable, a waiter is woken by its timer only; native, by the kernel; NODE_DEBUG says which", async () => {
+  it("forced portable, a waiter is woken by its timer only; native, by the kernel; NODE_DEBUG says which", async (ctx) => {
+    skipUnless(ctx, { linux: true }); // the native story is Linux's (inotify, pidfd)
     const file = path.join(makeRoot(), "state.json");
 
     // Portable: a 100 ms timer, and nothing else, wakes the waiter.

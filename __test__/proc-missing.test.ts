@@ -17,13 +17,15 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock } from "../lib/index.ts";
 import { Child, cleanup, tempRoot } from "./fixtures/children.ts";
-import { fixture, lockNames, rootOrSkip } from "./kernel-helpers.ts";
+import { fixture, lockNames } from "./kernel-helpers.ts";
+import { skipFor, skipUnless } from "./premises.ts";
 
 afterEach(cleanup);
 
 describe("without /proc", () => {
-  it("acquireLock rejects with an error that names /proc and says it is needed", async () => {
-    if (!rootOrSkip("a mount namespace without /proc (unshare --mount, umount -l /proc)", ["unshare", "umount"])) return;
+  it("acquireLock rejects with an error that names /proc and says it is needed", async (ctx) => {
+    // A mount namespace without /proc: unshare --mount, umount -l /proc.
+    skipUnless(ctx, { linux: true, root: true, tools: ["unshare", "umount"] });
     const root = tempRoot("exactlock-noprocfs-");
     const file = path.join(root, "state.json");
     const child = new Child("unshare", [
@@ -43,10 +45,7 @@ describe("without /proc", () => {
       line = await child.nextLine("{");
     } catch (error) {
       const { code } = await child.exited;
-      if (code === 3) {
-        console.warn(`SKIPPED (needs root): /proc could not be unmounted in a private mount namespace: ${child.stderr.trim()}`);
-        return;
-      }
+      if (code === 3) skipFor(ctx, `/proc could not be unmounted in a private mount namespace: ${child.stderr.trim()}`);
       throw error;
     }
     const outcome = JSON.parse(line);

@@ -16,10 +16,11 @@
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { acquireLock, FileLockAcquireError, processStartTime } from "../lib/index.ts";
 import { cleanup, deadPid, fingerprint, publishLikeOriginal, spawnSleeper, tempRoot } from "./fixtures/children.ts";
 import { bootId, btime, legacyRecordBytes, lockNames, newRecordBytes, pidNsOf, startTicks } from "./kernel-helpers.ts";
+import { skipUnless } from "./premises.ts";
 
 afterEach(cleanup);
 
@@ -75,6 +76,9 @@ describe("records in the original format", () => {
 });
 
 describe("records with the new keys (process_incarnation, boot_id, pid_ns)", () => {
+  // Linux's keys: start ticks, boot id and pid namespace, read from /proc.
+  beforeEach((ctx) => skipUnless(ctx, { linux: true }));
+
   async function liveOwner() {
     const sleeper = await spawnSleeper();
     return {

@@ -16,11 +16,11 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { copyForAnyUid } from "./kernel-helpers.ts";
+import { unmet } from "./premises.ts";
 
 const GROUP = 60_000;
 const [ALICE, BOB] = [60_001, 60_002];
-const canSwitchUsers =
-  process.platform === "linux" && process.getuid?.() === 0 && spawnSync("setpriv", ["--version"]).status === 0;
+const canSwitchUsers = unmet({ linux: true, root: true, tools: ["setpriv"] }) === undefined;
 
 let copy: ReturnType<typeof copyForAnyUid> | undefined;
 const facade = () => (copy ??= copyForAnyUid()).facade;

@@ -21,6 +21,7 @@ import { acquireLock, FileLockAcquireError, FileLockError } from "../lib/index.t
 import { clearFaultsForTesting, injectDelayForTesting } from "../lib/testing.ts";
 import { cleanup, now, spawnFixture, spawnHolder, tempRoot } from "./fixtures/children.ts";
 import { canonicalRecord, deadPid, inode, infoPathOf, PORTABLE, waitUntil, writeLock } from "./helpers.ts";
+import { skipUnless } from "./premises.ts";
 
 const unfreeze: string[] = [];
 
@@ -29,13 +30,6 @@ afterEach(async () => {
   for (const target of unfreeze.splice(0)) spawnSync("chattr", ["-i", target], { stdio: "ignore" });
   await cleanup();
 });
-
-/** Loud early return for what needs root. */
-function needsRoot(what: string): boolean {
-  if (process.getuid?.() === 0) return false;
-  console.warn(`SKIPPED (needs root): ${what}`);
-  return true;
-}
 
 describe("creating a missing parent", () => {
   it("never chmods through a symlink planted between the mkdir and the mode change", async () => {
@@ -135,8 +129,8 @@ describe("waking", () => {
 });
 
 describe("taking over a dead owner's lock", () => {
-  it("that cannot be deleted gives the judged tree its name back and says why; nothing is left under a staging name", async () => {
-    if (needsRoot("chattr +i makes the record undeletable even for root")) return;
+  it("that cannot be deleted gives the judged tree its name back and says why; nothing is left under a staging name", async (ctx) => {
+    skipUnless(ctx, { linux: true, root: true, tools: ["chattr"] }); // chattr +i makes the record undeletable even for root
     const root = tempRoot("exactlock-undeletable-");
     const file = path.join(root, "state.json");
     const lock = writeLock(file, canonicalRecord(await deadPid()));

@@ -3,14 +3,15 @@
  * so the number cannot grow unseen (bench/CYCLE.md lists them, each with why).
  * The count is the mean of 200 cycles after 300 warm-up cycles, every thread
  * of the process traced, the runtime's own housekeeping (memory mapping,
- * futexes) left out. Needs strace: .ci/run installs it; without it the test
- * says so and is skipped.
+ * futexes) left out. Needs Linux and strace (.ci/run installs it): without
+ * them the tests are skipped, saying which.
  */
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { cleanup, makeRoot, PORTABLE } from "./helpers.ts";
+import { type Needs, skipUnless } from "./premises.ts";
 
 afterEach(cleanup);
 
@@ -26,8 +27,7 @@ const SLACK = 0.1;
 /** The runtime's, not the lock's: V8 and libuv threads mapping memory and waking each other. */
 const HOUSEKEEPING = new Set(["futex", "mmap", "munmap", "mprotect", "madvise", "brk", "sched_yield", "epoll_wait", "epoll_pwait", "epoll_ctl"]);
 
-const strace = spawnSync("strace", ["-V"], { encoding: "utf8" }).status === 0;
-if (!strace) console.warn("syscalls.test.ts: strace is not installed here; the syscall count of a cycle is NOT checked (apt-get install strace)");
+const STRACE: Needs = { linux: true, tools: ["strace"] };
 
 /** Counts, by name, of the syscalls between the fixture's two markers (cycles with `options`). */
 function countCycle(options: object = {}): Map<string, number> {
@@ -54,7 +54,8 @@ function countCycle(options: object = {}): Map<string, number> {
 }
 
 describe("the syscalls of one uncontended cycle", () => {
-  it.skipIf(!strace)(`stay within ${BUDGET} (the mean of ${COUNTED} cycles, strace -f)`, () => {
+  it(`stay within ${BUDGET} (the mean of ${COUNTED} cycles, strace -f)`, (ctx) => {
+    skipUnless(ctx, STRACE);
     const counts = countCycle();
     const total = [...counts.values()].reduce((sum, n) => sum + n, 0);
     const perCycle = total / COUNTED;
@@ -88,7 +89,8 @@ const CRASH_BUDGET = 71;
 
 describe("the syscalls of a crash recovery", () => {
   // Portable mode has no pidfd to wake on: its waiter finds the death at its next look.
-  it.skipIf(!strace || PORTABLE)(`stay within ${CRASH_BUDGET} (bench/crash-calls.mjs, strace -f)`, () => {
+  it.skipIf(PORTABLE)(`stay within ${CRASH_BUDGET} (bench/crash-calls.mjs, strace -f)`, (ctx) => {
+    skipUnless(ctx, STRACE);
     const run = spawnSync(process.execPath, [path.join(__dirname, "..", "bench", "crash-calls.mjs")], {
       encoding: "utf8",
       timeout: 90_000,

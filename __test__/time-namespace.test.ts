@@ -17,7 +17,8 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, FileLockAcquireError, inspectLock, processStartTime } from "../lib/index.ts";
 import { Child, cleanup, spawnHolder, spawnSleeper, tempRoot } from "./fixtures/children.ts";
-import { fixture, legacyRecordBytes, lockNames, rootOrSkip } from "./kernel-helpers.ts";
+import { fixture, legacyRecordBytes, lockNames } from "./kernel-helpers.ts";
+import { skipFor, skipUnless } from "./premises.ts";
 
 afterEach(cleanup);
 
@@ -38,17 +39,15 @@ function inChildTimeNamespace(name: string, args: string[]): Child {
   ]);
 }
 
-/** Whether this kernel and `unshare` can make a time namespace (else: skip loudly). */
-function timeNamespaces(): boolean {
-  if (!rootOrSkip("a time namespace (unshare --time)", ["unshare"])) return false;
-  if (fs.existsSync("/proc/self/timens_offsets")) return true;
-  console.warn("SKIPPED (needs root): this kernel has no time namespaces (/proc/self/timens_offsets)");
-  return false;
+/** Skips the running test, with the reason, unless this kernel and user can make a time namespace (unshare --time). */
+function skipWithoutTimeNamespaces(ctx: { skip: (note?: string) => void }): void {
+  skipUnless(ctx, { linux: true, root: true, tools: ["unshare"] });
+  if (!fs.existsSync("/proc/self/timens_offsets")) skipFor(ctx, "this kernel has no time namespaces (no /proc/self/timens_offsets)");
 }
 
 describe("time namespaces", () => {
-  it("holder in a child time namespace: a waiter of the initial one sees it live, gets ELOCKED, never reclaims", async () => {
-    if (!timeNamespaces()) return;
+  it("holder in a child time namespace: a waiter of the initial one sees it live, gets ELOCKED, never reclaims", async (ctx) => {
+    skipWithoutTimeNamespaces(ctx);
     const root = tempRoot("exactlock-timens-");
     const file = path.join(root, "state.json");
     const holder = inChildTimeNamespace("holder.mjs", [file]);
@@ -72,8 +71,8 @@ describe("time namespaces", () => {
     expect(lockNames(root, "state.json")).toEqual([]);
   });
 
-  it("waiter in a child time namespace: it reports ELOCKED for a holder of the initial one and never reclaims", async () => {
-    if (!timeNamespaces()) return;
+  it("waiter in a child time namespace: it reports ELOCKED for a holder of the initial one and never reclaims", async (ctx) => {
+    skipWithoutTimeNamespaces(ctx);
     const root = tempRoot("exactlock-timens-");
     const file = path.join(root, "state.json");
     const holder = await spawnHolder(file);
@@ -90,13 +89,13 @@ describe("time namespaces", () => {
     expect(lockNames(root, "state.json")).toEqual([]);
   });
 
-  it("waiter in a child time namespace: a live holder of the original module's format (an lstart start time) is live, never reclaimed", async () => {
+  it("waiter in a child time namespace: a live holder of the original module's format (an lstart start time) is live, never reclaimed", async (ctx) => {
     // The start time a waiter computes for the pid must be `ps -o lstart`'s
     // as run where it runs: the probe's ticks in the initial namespace's
     // terms with the btime of the waiter's namespace were off by its
     // offset, so the live holder looked "pid reused" and its lock was
     // taken (helper-21).
-    if (!timeNamespaces()) return;
+    skipWithoutTimeNamespaces(ctx);
     const root = tempRoot("exactlock-timens-");
     const file = path.join(root, "state.json");
     const holder = await spawnSleeper();

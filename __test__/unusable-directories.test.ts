@@ -15,6 +15,7 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, acquireLockSync } from "../lib/index.ts";
 import { cleanup, makeRoot, rejectionOf } from "./helpers.ts";
+import { IS_ROOT, ON_LINUX } from "./premises.ts";
 
 afterEach(cleanup);
 
@@ -25,8 +26,8 @@ async function refusal(file: string): Promise<{ error: any; ms: number }> {
   return { error, ms: performance.now() - started };
 }
 
-const onLinux = process.platform === "linux";
-const asRoot = onLinux && process.getuid?.() === 0;
+const onLinux = ON_LINUX;
+const asRoot = onLinux && IS_ROOT;
 
 describe("a directory that cannot hold a lock", () => {
   it.skipIf(!onLinux)("/proc: ENOENT naming the directory within 1 s, even with timeout: Infinity (Linux)", async () => {

@@ -84,11 +84,15 @@ function sshd() {
 }
 
 /**
- * Why `kind` cannot be mounted here (not root, a missing tool, no /dev/fuse), or
- * `undefined` when it can. Callers print it in their loud skip line.
+ * Why `kind` cannot be mounted here (not Linux, not root, a missing tool, no /dev/fuse),
+ * or `undefined` when it can: the reason the tests on it are skipped with. The platform
+ * is EXACTLOCK_TEST_PLATFORM's when set, as in ../premises.ts.
  */
 export function whyNotMountable(kind) {
   if (!FILESYSTEMS.includes(kind)) return `unknown filesystem kind ${JSON.stringify(kind)}`;
+  const platform = process.env.EXACTLOCK_TEST_PLATFORM || process.platform;
+  // Every kind is Linux's (ext4 is the temp directory of the Linux test machines).
+  if (platform !== "linux") return `needs Linux (this is ${platform})`;
   if (kind === "ext4") return undefined;
   const uid = process.getuid?.();
   if (uid !== 0) return `needs root to mount (running as uid ${uid})`;

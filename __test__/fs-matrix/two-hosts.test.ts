@@ -15,8 +15,8 @@
  * see the volume's truth, not the client's cache (sshfs caches attributes
  * and listings for 20 s by default).
  *
- * Needs root (mounts, sshd, namespaces); without it every test prints the
- * loud `SKIPPED (needs root): …` line and returns.
+ * Needs Linux and root (mounts, sshd, namespaces) and the tools: without them every
+ * test is skipped with the reason. Where they are met, a mount that fails fails them.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -24,6 +24,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Child, cleanup, median, metric, now } from "../fixtures/children.ts";
 import { lockNames } from "../kernel-helpers.ts";
+import { skipFor } from "../premises.ts";
 import { type Mount, mountFs, mountSshfs, unmountAll, whyNotMountable } from "./mounts.mjs";
 
 const WORKER = path.join(__dirname, "host-worker.mjs");
@@ -47,14 +48,12 @@ let sshfs: Mount | undefined;
 let secondView: string | undefined;
 let why: string | undefined;
 
-const notRun: string[] = [];
-
-function ready(what: string): { exportDir: string; view: string; second: string } | undefined {
-  if (why !== undefined || !sshfs) {
-    notRun.push(what);
-    return undefined;
-  }
-  return { exportDir: sshfs.exportDir!, view: sshfs.dir, second: secondView! };
+/** The volume's paths; the test is skipped (with `why`) where sshfs cannot be mounted here. */
+function ready(ctx: { skip: (note?: string) => void }): { exportDir: string; view: string; second: string } {
+  skipFor(ctx, why);
+  // beforeAll mounted both views or failed: a test that gets here without them is broken.
+  if (!sshfs || secondView === undefined) throw new Error("sshfs was to be mounted here, and is not");
+  return { exportDir: sshfs.exportDir!, view: sshfs.dir, second: secondView };
 }
 
 beforeAll(async () => {
@@ -66,8 +65,6 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  // One loud line for everything this suite could not run.
-  if (notRun.length > 0) console.warn(`SKIPPED (needs root): two hosts on one volume (${why ?? "sshfs not mounted"}): ${notRun.join("; ")}`);
   await cleanup();
   await unmountAll();
 }, 60_000);
@@ -114,16 +111,14 @@ async function fourWaitersBehindTheExport(exportDir: string, view: string): Prom
 }
 
 describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
-  it("issue 13: 4 waiters on the sshfs view all get a lock the holder on the export released after 300 ms (default options), leaving nothing", async () => {
-    const where = ready("4 waiters behind a holder on the export");
-    if (!where) return;
+  it("issue 13: 4 waiters on the sshfs view all get a lock the holder on the export released after 300 ms (default options), leaving nothing", async (ctx) => {
+    const where = ready(ctx);
     const dirs = fresh(where, "four");
     await fourWaitersBehindTheExport(dirs.a, dirs.b);
   }, 60_000);
 
-  it("sshfs -o workaround=rename is inert against OpenSSH (posix-rename): the server check moves no live lock, and the 4 waiters get the released one", async () => {
-    const where = ready("sshfs workaround=rename");
-    if (!where) return;
+  it("sshfs -o workaround=rename is inert against OpenSSH (posix-rename): the server check moves no live lock, and the 4 waiters get the released one", async (ctx) => {
+    const where = ready(ctx);
     const view = await mountSshfs(where.exportDir, sshfs!.sshd, ["workaround=rename"]);
     try {
       const dirs = fresh(where, "workaround");
@@ -148,9 +143,8 @@ describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
     }
   }, 60_000);
 
-  it("mutual exclusion across hosts: host A on the export, host B and a third view through two sshfs mounts, 0 lost updates", async () => {
-    const where = ready("counter across hosts");
-    if (!where) return;
+  it("mutual exclusion across hosts: host A on the export, host B and a third view through two sshfs mounts, 0 lost updates", async (ctx) => {
+    const where = ready(ctx);
     const dirs = fresh(where, "counter");
     const options = { retries: 1_000_000, retryDelayMs: 50 };
     const sections = 12;
@@ -188,9 +182,8 @@ describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
     expect(fs.readdirSync(path.join(dirs.a, "data.d"))).toEqual(["counter"]);
   }, 300_000);
 
-  it("hand-off across hosts: a waiter on the other host gets the lock within about retryDelayMs of the release (its timer carries it)", async () => {
-    const where = ready("hand-off across hosts");
-    if (!where) return;
+  it("hand-off across hosts: a waiter on the other host gets the lock within about retryDelayMs of the release (its timer carries it)", async (ctx) => {
+    const where = ready(ctx);
     const dirs = fresh(where, "handoff");
     const waitOptions = { retries: 200, retryDelayMs: RETRY_DELAY_MS };
     const runs = 7;
@@ -229,9 +222,8 @@ describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
     expect(fs.readdirSync(dirs.a)).toEqual([]);
   }, 180_000);
 
-  it("a holder SIGKILLed on host A: host B never reclaims it (ELOCKED naming host-a), the next acquirer on host A does at once", async () => {
-    const where = ready("SIGKILLed holder across hosts");
-    if (!where) return;
+  it("a holder SIGKILLed on host A: host B never reclaims it (ELOCKED naming host-a), the next acquirer on host A does at once", async (ctx) => {
+    const where = ready(ctx);
     const dirs = fresh(where, "killed");
     const holder = hostA(HOLDER, [path.join(dirs.a, "f"), JSON.stringify(HOST_A)]);
     await holder.nextLine("held ");
@@ -258,9 +250,8 @@ describe("two hosts on one volume (sshfs over 127.0.0.1)", () => {
     expect(fs.readdirSync(dirs.a)).toEqual([]);
   }, 60_000);
 
-  it("previousOwnerHostIds: after host A is renamed old-a -> host-a, only host A naming old-a among its previous ids reclaims the dead holder's lock", async () => {
-    const where = ready("previousOwnerHostIds across hosts");
-    if (!where) return;
+  it("previousOwnerHostIds: after host A is renamed old-a -> host-a, only host A naming old-a among its previous ids reclaims the dead holder's lock", async (ctx) => {
+    const where = ready(ctx);
     const dirs = fresh(where, "renamed");
     const holder = hostA(HOLDER, [path.join(dirs.a, "f"), JSON.stringify({ ownerHostId: "old-a" })]);
     await holder.nextLine("held ");
