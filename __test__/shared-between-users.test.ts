@@ -47,11 +47,12 @@ function sharedDir(): string {
   return shared;
 }
 
-/** Runs an ES module snippet as `uid` (group GROUP); its stdout lines, one at a time. */
+/** Runs an ES module snippet as `uid` (primary group `uid`, also in GROUP); its stdout lines, one at a time. */
 function asUser(uid: number, script: string) {
   const child = spawn(
     "setpriv",
-    [`--reuid=${uid}`, `--regid=${GROUP}`, "--clear-groups", process.execPath, "--input-type=module", "-e", script],
+    // Each user's own primary group, the shared one beside it: what users of a team have.
+    [`--reuid=${uid}`, `--regid=${uid}`, `--groups=${GROUP}`, process.execPath, "--input-type=module", "-e", script],
     { stdio: ["pipe", "pipe", "pipe"], cwd: "/" },
   );
   children.push(child);
@@ -123,9 +124,14 @@ describe.skipIf(!canSwitchUsers)("a lock shared between two users of one group (
     // A missing parent is made with the mode asked, so the other user can make locks in it.
     const alice = asUser(ALICE, holder(file, shared));
     const alicePid = Number((await alice.nextLine()).split(" ")[1]);
-    expect((fs.statSync(path.dirname(file)).mode & 0o777).toString(8)).toBe("770");
-    expect((fs.statSync(`${file}.lock`).mode & 0o777).toString(8)).toBe("770");
-    expect((fs.statSync(`${file}.lock/info`).mode & 0o777).toString(8)).toBe("660");
+    // Made with the mode asked, keeping the setgid bit they inherit (and with it the shared
+    // group, which an exact chmod would take away: then the record got its writer's own group).
+    for (const made of [path.dirname(file), `${file}.lock`]) {
+      const stat = fs.statSync(made);
+      expect([(stat.mode & 0o7777).toString(8), stat.gid], made).toEqual(["2770", GROUP]);
+    }
+    const record = fs.statSync(`${file}.lock/info`);
+    expect([(record.mode & 0o777).toString(8), record.gid]).toEqual(["640", GROUP]);
     // Bob waits for the live holder, and takes the lock once it is released.
     const bob = asUser(BOB, waiter(file, shared));
     expect(JSON.parse(await bob.nextLine())).toEqual({ pid: alicePid, liveness: "live" });

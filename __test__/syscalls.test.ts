@@ -67,7 +67,8 @@ describe("the syscalls of one uncontended cycle", () => {
 
   // Issue 43: a fence costs at most 2 calls a cycle — the head's rename and the fsync that
   // makes it durable before it is handed out (src/lock/fence.rs).
-  it.skipIf(!strace)(`with fence: true, stay within ${BUDGET} + 2 (a rename and an fsync)`, () => {
+  it(`with fence: true, stay within ${BUDGET} + 2 (a rename and an fsync)`, (ctx) => {
+    skipUnless(ctx, STRACE);
     const counts = countCycle({ fence: true });
     const perCycle = [...counts.values()].reduce((sum, n) => sum + n, 0) / COUNTED;
     const table = [...counts.entries()].sort((a, b) => b[1] - a[1]).map(([name, n]) => `${name} ${(n / COUNTED).toFixed(2)}`);

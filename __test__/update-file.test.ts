@@ -12,6 +12,7 @@ import { FileLockError, updateFile, updateFileSync, updateJson } from "../lib/in
 import { FileUpdateError } from "../lib/update.ts";
 import { cleanup, FIXTURES, lockPathOf, makeRoot, sleep } from "./helpers.ts";
 import { runGc } from "./kernel-helpers.ts";
+import { skipUnless } from "./premises.ts";
 
 afterEach(cleanup);
 
@@ -35,19 +36,26 @@ describe("updateFile", () => {
     expect(fs.readdirSync(path.dirname(file))).toEqual([]);
   });
 
-  it("keeps mode 0640 and, for root, a non-root owner; a new file gets fileMode", async () => {
+  it("keeps mode 0640; a new file gets fileMode", async () => {
     const file = path.join(makeRoot(), "config.json");
     fs.writeFileSync(file, "{}");
     fs.chmodSync(file, 0o640);
-    const asRoot = process.getuid?.() === 0;
-    if (asRoot) fs.chownSync(file, 65534, 65534);
-    const result = await updateJson(file, () => ({ changed: true }));
-    const stat = fs.statSync(file);
-    expect(stat.mode & 0o7777).toBe(0o640);
-    if (asRoot) expect([stat.uid, stat.gid, result.ownerKept]).toEqual([65534, 65534, true]);
+    await updateJson(file, () => ({ changed: true }));
+    expect(fs.statSync(file).mode & 0o7777).toBe(0o640);
     const fresh = path.join(path.dirname(file), "fresh.json");
     await updateJson(fresh, () => ({}), { fileMode: 0o600 });
     expect(fs.statSync(fresh).mode & 0o7777).toBe(0o600);
+  });
+
+  it("as root, keeps a non-root owner and the file's set-id bits", async (ctx) => {
+    skipUnless(ctx, { root: true });
+    const file = path.join(makeRoot(), "config.json");
+    fs.writeFileSync(file, "{}");
+    fs.chownSync(file, 65534, 65534);
+    fs.chmodSync(file, 0o2640);
+    const result = await updateJson(file, () => ({ changed: true }));
+    const stat = fs.statSync(file);
+    expect([stat.uid, stat.gid, stat.mode & 0o7777, result.ownerKept]).toEqual([65534, 65534, 0o2640, true]);
   });
 
   it("follows a symlink: the file it leads to is replaced, the link kept", async () => {
@@ -90,7 +98,8 @@ describe("updateFile", () => {
     expect(fs.readFileSync(path.join(root, "bad.json"), "utf8")).toBe("{bad");
   });
 
-  it.skipIf(spawnSync("strace", ["-V"]).status !== 0)("durable by default: the temp's fsync, the rename, then the directory's fsync (strace)", () => {
+  it("durable by default: the temp's fsync, the rename, then the directory's fsync (strace)", (ctx) => {
+    skipUnless(ctx, { linux: true, tools: ["strace"] });
     const root = makeRoot();
     const file = path.join(root, "state.json");
     const script = `

@@ -225,7 +225,11 @@ class SignalRelay {
  * before CMD runs. Windows has no `exec`: there CMD starts once the lock is
  * held, and this process is its owner.
  */
-const GATE = 'IFS= read -r go <&3 || exit 0; exec 3<&-; exec "$@"';
+const GATE = [
+  'IFS= read -r go <&3 || exit 0; exec 3<&-',
+  'command -v -- "$1" >/dev/null 2>&1 || { printf "exactlock run: cannot run %s: not found\\n" "$1" >&2; exit 127; }',
+  'exec "$@"',
+].join("; ");
 const GATED = process.platform !== "win32";
 
 /** CMD, and how it ended; started at once, gated where it can be (see {@link GATE}). */

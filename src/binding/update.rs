@@ -79,10 +79,12 @@ fn read(generation: String, max_bytes: f64) -> UpdateRead {
     match update::read(&held, held.reclaimed, limit) {
         Ok((target, content)) => {
             let handle = table::next_id() as u32;
-            targets()
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(handle, (held, target));
+            let mut targets = targets().lock().unwrap_or_else(|p| p.into_inner());
+            // Those of generations no longer held (their JavaScript
+            // environment went away between the read and the commit: a
+            // Worker terminated) are let go here.
+            targets.retain(|_, (generation, _)| table::held(generation.id).is_some());
+            targets.insert(handle, (held, target));
             UpdateRead {
                 handle: Some(handle),
                 content: content.map(Buffer::from),
@@ -127,7 +129,7 @@ pub fn read_for_update_inline_native(generation: String, max_bytes: f64) -> Opti
         .parse()
         .ok()
         .and_then(table::held)
-        .is_some_and(|held| held.releases_inline);
+        .is_some_and(|held| update::reads_inline(&held));
     if !inline {
         return None;
     }
@@ -151,7 +153,7 @@ pub fn commit_update_inline_native(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .get(&handle)
-        .is_some_and(|(generation, _)| generation.releases_inline);
+        .is_some_and(|(generation, target)| target.commits_inline(generation));
     let small = content
         .as_ref()
         .is_none_or(|bytes| bytes.len() as f64 <= INLINE_BYTES);

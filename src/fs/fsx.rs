@@ -455,9 +455,27 @@ pub fn open_pin(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Errno> {
 /// itself, never what it points to (macOS).
 pub fn chmod_dir_nofollow(dir: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<(), Errno> {
     if let Some(path_only) = platform::native::PATH_ONLY {
-        return chmod_pinned(&pin_dir(dir, name, path_only)?, mode);
+        let pin = pin_dir(dir, name, path_only)?;
+        return chmod_pinned(&pin, keeping_setgid(&fs::fstat(&pin)?, mode));
     }
-    fs::chmodat(dir, name, mode, AtFlags::SYMLINK_NOFOLLOW)
+    let seen = fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    fs::chmodat(
+        dir,
+        name,
+        keeping_setgid(&seen, mode),
+        AtFlags::SYMLINK_NOFOLLOW,
+    )
+}
+
+/// Flushes what was written to `fd` (or, for a directory, done in it) to
+/// the disk: `fsync`, and on macOS `F_FULLFSYNC`, without which the drive
+/// may keep it in its cache across a power loss.
+pub fn flush(fd: BorrowedFd<'_>) -> Result<(), Errno> {
+    #[cfg(target_os = "macos")]
+    if fs::fcntl_fullfsync(fd).is_ok() {
+        return Ok(());
+    }
+    fs::fsync(fd)
 }
 
 /// The directory `name` in `dir`, opened no-follow with `path_only`.
@@ -560,6 +578,37 @@ pub fn read_fd_bounded(fd: BorrowedFd<'_>, limit: usize) -> Result<BoundedRead, 
     Ok(BoundedRead { stat, bytes })
 }
 
+/// The `fstat` of `fd` once its permission bits are exactly `mode`: one
+/// `fstat` when they are, an `fchmod` and a second `fstat` (the `fchmod`
+/// changed its ctime) when they are not. A directory keeps the set-group-ID
+/// bit it was given (see [`keeping_setgid`]).
+pub fn with_exact_mode(fd: BorrowedFd<'_>, mode: Mode) -> Result<Stat, Errno> {
+    let stat = fs::fstat(fd)?;
+    let mode = keeping_setgid(&stat, mode);
+    if Mode::from_raw_mode(stat.st_mode) & Mode::from_raw_mode(0o7777) == mode {
+        return Ok(stat);
+    }
+    fs::fchmod(fd, mode)?;
+    fs::fstat(fd)
+}
+
+/// `mode`, and the set-group-ID bit of the directory `stat` describes if it
+/// has it. A directory made in a setgid directory inherits the bit (and the
+/// group), so what is made in it in turn gets that group: the group a lock
+/// shared by its users lives in (`mode: 0o770`). An exact `chmod` would
+/// take it away, and the next record would get its writer's own group,
+/// which the other users cannot read.
+pub fn keeping_setgid(stat: &Stat, mode: Mode) -> Mode {
+    #[cfg(unix)]
+    if kind_of(stat) == FileType::Directory {
+        let setgid = Mode::from_raw_mode(stat.st_mode) & Mode::SGID;
+        return mode | setgid;
+    }
+    #[cfg(not(unix))]
+    let _ = stat;
+    mode
+}
+
 /// Writes all of `bytes` at `offset`.
 pub fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8], mut offset: u64) -> Result<(), Errno> {
     while !bytes.is_empty() {
@@ -652,10 +701,18 @@ fn make_child_dir(parent: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<Ow
         Err(errno) => return Err(errno),
     };
     crate::sys::faults::pause("parent.created", name);
-    if created {
-        chmod_own_dir_nofollow(parent, name, mode)?;
+    let chmodded = if created {
+        chmod_own_dir_nofollow(parent, name, mode)?
+    } else {
+        None
+    };
+    let dir = open_child_dir(parent, name)?;
+    // What is opened is what was checked and chmodded, not a directory
+    // swapped in since.
+    if chmodded.is_some_and(|pinned| !fs::fstat(&dir).is_ok_and(|now| same_inode(&now, &pinned))) {
+        return Err(Errno::EXIST);
     }
-    open_child_dir(parent, name)
+    Ok(dir)
 }
 
 /// [`chmod_dir_nofollow`] of a directory this process just made: one
@@ -665,22 +722,37 @@ fn make_child_dir(parent: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<Ow
 /// pin the mode is then set through; elsewhere from a no-follow `fstatat`
 /// just before. (Windows has owners in ACLs, not uids: there, the mode is
 /// set as asked.)
-fn chmod_own_dir_nofollow(parent: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<(), Errno> {
+/// The pinned directory's `fstat`, where it was pinned (the caller checks
+/// that what it opens next is it).
+pub fn chmod_own_dir_nofollow(
+    parent: BorrowedFd<'_>,
+    name: &OsStr,
+    mode: Mode,
+) -> Result<Option<Stat>, Errno> {
     #[cfg(unix)]
-    let ours = |stat: Stat| stat.st_uid == rustix::process::geteuid().as_raw();
+    let ours = |stat: &Stat| stat.st_uid == rustix::process::geteuid().as_raw();
     if let Some(path_only) = platform::native::PATH_ONLY {
         let pin = pin_dir(parent, name, path_only)?;
+        let pinned = fs::fstat(&pin)?;
         #[cfg(unix)]
-        if !ours(fs::fstat(&pin)?) {
+        if !ours(&pinned) {
             return Err(Errno::EXIST);
         }
-        return chmod_pinned(&pin, mode);
+        chmod_pinned(&pin, keeping_setgid(&pinned, mode))?;
+        return Ok(Some(pinned));
     }
+    let seen = fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
     #[cfg(unix)]
-    if !ours(fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?) {
+    if !ours(&seen) {
         return Err(Errno::EXIST);
     }
-    fs::chmodat(parent, name, mode, AtFlags::SYMLINK_NOFOLLOW)
+    fs::chmodat(
+        parent,
+        name,
+        keeping_setgid(&seen, mode),
+        AtFlags::SYMLINK_NOFOLLOW,
+    )?;
+    Ok(None)
 }
 
 /// A private name beside `base`, unique per use:

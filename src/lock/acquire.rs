@@ -1317,6 +1317,7 @@ impl Attempts {
                 generation.parent.as_fd(),
                 generation.key.parent,
                 &generation.lock_name,
+                self.options.mode,
             )
             .map_err(|error| self.fence_error(error))?;
             let _ = generation.fence.set(value);

@@ -43,9 +43,13 @@ use crate::sys::os::io::Errno;
 
 use crate::fs::fsx::{self, DirIdentity};
 use crate::fs::rename::{self, Refusal};
+use crate::lock::publish::LockMode;
 
 /// `F.lock.fence`: the fence directory's name beside `F.lock`.
 pub const FENCE_SUFFIX: &str = ".fence";
+
+/// How many locks' fences a process keeps (their heads and descriptors).
+const MAX_KEPT: usize = 64;
 
 /// Passes of list-and-rename before giving up: each lost pass means another
 /// process advanced meanwhile, which under the lock only a broken
@@ -86,6 +90,7 @@ pub fn advance(
     parent: BorrowedFd<'_>,
     parent_id: DirIdentity,
     lock_name: &OsStr,
+    mode: LockMode,
 ) -> Result<u64, FenceError> {
     let key = (parent_id, lock_name.to_os_string());
     // Taken out while it is used: one lock's fence is advanced by one
@@ -97,7 +102,7 @@ pub fn advance(
     for _ in 0..PASSES {
         let Kept { dir, head } = match last.take() {
             Some(kept) => kept,
-            None => look(parent, lock_name)?,
+            None => look(parent, lock_name, mode)?,
         };
         let next = head.saturating_add(1).max(now_us());
         if next == head {
@@ -107,10 +112,15 @@ pub fn advance(
             continue;
         }
         flush(dir.as_fd())?;
-        kept()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, Kept { dir, head: next });
+        let mut kept = kept().lock().unwrap_or_else(|p| p.into_inner());
+        // A process that fences many locks keeps the latest few: each kept
+        // one holds a descriptor (one evicted costs its next advance a look).
+        if kept.len() >= MAX_KEPT
+            && let Some(old) = kept.keys().next().cloned()
+        {
+            kept.remove(&old);
+        }
+        kept.insert(key, Kept { dir, head: next });
         return Ok(next);
     }
     Err(FenceError::Unusable)
@@ -129,12 +139,19 @@ pub fn last(parent: BorrowedFd<'_>, lock_name: &OsStr) -> Result<Option<u64>, Fe
 /// The fence directory and its head, looked at afresh; a fence never made
 /// is born: its directory made (and flushed into the parent), and a first
 /// head at the present.
-fn look(parent: BorrowedFd<'_>, lock_name: &OsStr) -> Result<Kept, FenceError> {
+fn look(parent: BorrowedFd<'_>, lock_name: &OsStr, mode: LockMode) -> Result<Kept, FenceError> {
     let name = fence_name(lock_name);
     let dir = match open_fence_dir(parent, &name) {
         Err(FenceError::Os(Errno::NOENT)) => {
-            match fs::mkdirat(parent, &name, Mode::RWXU) {
-                Ok(()) | Err(Errno::EXIST) => {}
+            // Made with the lock's mode, exact under any umask (only by its
+            // maker: one someone else made is theirs), so that every user
+            // who shares the lock can advance it.
+            match fs::mkdirat(parent, &name, mode.dir()) {
+                Ok(()) => {
+                    fsx::chmod_own_dir_nofollow(parent, &name, mode.dir())
+                        .map_err(FenceError::Os)?;
+                }
+                Err(Errno::EXIST) => {}
                 Err(errno) => return Err(FenceError::Os(errno)),
             }
             // The parent is held as an anchor (`O_PATH`), which `fsync`
@@ -159,7 +176,7 @@ fn look(parent: BorrowedFd<'_>, lock_name: &OsStr) -> Result<Kept, FenceError> {
             // Made: `advance` moves it on at once, so the first value
             // handed out is the one after it, as every later one is.
             Ok(()) => Ok(Kept { dir, head: first }),
-            Err(Errno::EXIST) => look(parent, lock_name),
+            Err(Errno::EXIST) => look(parent, lock_name, mode),
             Err(errno) => Err(FenceError::Os(errno)),
         };
     };
@@ -239,7 +256,7 @@ fn move_head(dir: BorrowedFd<'_>, from: u64, to: u64) -> Result<bool, FenceError
 /// made durable by the volume; there is no `fsync` of a directory.)
 fn flush(dir: BorrowedFd<'_>) -> Result<(), FenceError> {
     #[cfg(unix)]
-    match fs::fsync(dir) {
+    match fsx::flush(dir) {
         // A network mount whose directory operations are synchronous.
         Ok(()) | Err(Errno::INVAL | Errno::NOSYS | Errno::NOTSUP) => {}
         Err(errno) => return Err(FenceError::Os(errno)),
@@ -279,7 +296,7 @@ mod tests {
                 // Another process advanced since (this one's head is stale).
                 kept().lock().unwrap().clear();
             }
-            seen.push(advance(parent.as_fd(), id, lock).unwrap());
+            seen.push(advance(parent.as_fd(), id, lock, LockMode::PRIVATE).unwrap());
         }
         assert!(seen.windows(2).all(|pair| pair[0] < pair[1]), "{seen:?}");
         assert_eq!(last(parent.as_fd(), lock), Ok(seen.last().copied()));
@@ -295,8 +312,44 @@ mod tests {
         // Wiped by hand: the next value is still larger.
         std::fs::remove_dir_all(dir.join("f.lock.fence")).unwrap();
         kept().lock().unwrap().clear();
-        let after = advance(parent.as_fd(), id, lock).unwrap();
+        let after = advance(parent.as_fd(), id, lock, LockMode::PRIVATE).unwrap();
         assert!(after > *seen.last().unwrap());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn advancers_racing_without_the_lock_never_get_one_value_twice() {
+        // A broken exclusion: four threads advance one fence at once, each
+        // from its own look (the kept head taken out by one is not there
+        // for the others), against one head far ahead of the clock.
+        let dir = tempdir("fence-concurrent");
+        let (parent, id) = parent_of(&dir);
+        let lock = OsStr::new("f.lock");
+        std::fs::create_dir_all(dir.join("f.lock.fence/9000000000000000")).unwrap();
+        let parent = std::sync::Arc::new(parent);
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let parent = parent.clone();
+                std::thread::spawn(move || {
+                    (0..100)
+                        .filter_map(|_| advance(parent.as_fd(), id, lock, LockMode::PRIVATE).ok())
+                        .collect::<Vec<u64>>()
+                })
+            })
+            .collect();
+        let mut all: Vec<u64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        let count = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), count, "no value handed out twice");
+        assert!(count > 100, "most advances won ({count})");
+        assert!(
+            all[0] > 9_000_000_000_000_000,
+            "from the head, not the clock"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -305,7 +358,7 @@ mod tests {
         let dir = tempdir("fence-race");
         let (parent, id) = parent_of(&dir);
         let lock = OsStr::new("f.lock");
-        let first = advance(parent.as_fd(), id, lock).unwrap();
+        let first = advance(parent.as_fd(), id, lock, LockMode::PRIVATE).unwrap();
         // Someone else advanced it by hand, far ahead, and left a lower head.
         let ahead = first + 1_000_000_000;
         std::fs::rename(
@@ -314,7 +367,7 @@ mod tests {
         )
         .unwrap();
         std::fs::create_dir(dir.join("f.lock.fence/7")).unwrap();
-        let next = advance(parent.as_fd(), id, lock).unwrap();
+        let next = advance(parent.as_fd(), id, lock, LockMode::PRIVATE).unwrap();
         assert_eq!(next, ahead + 1);
         assert!(
             !dir.join("f.lock.fence/7").exists(),
@@ -324,13 +377,13 @@ mod tests {
         let other = OsStr::new("g.lock");
         std::fs::write(dir.join("g.lock.fence"), b"").unwrap();
         assert_eq!(
-            advance(parent.as_fd(), id, other),
+            advance(parent.as_fd(), id, other, LockMode::PRIVATE),
             Err(FenceError::Unusable)
         );
         std::fs::remove_file(dir.join("g.lock.fence")).unwrap();
         std::os::unix::fs::symlink(dir.join("f.lock.fence"), dir.join("g.lock.fence")).unwrap();
         assert_eq!(
-            advance(parent.as_fd(), id, other),
+            advance(parent.as_fd(), id, other, LockMode::PRIVATE),
             Err(FenceError::Unusable)
         );
         std::fs::remove_dir_all(dir).unwrap();

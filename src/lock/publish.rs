@@ -40,7 +40,8 @@ use crate::lock::identity::INFO_NAME;
 use crate::lock::volume::{self, OnServer};
 
 /// The permission bits of a lock directory: `rwx------` unless asked
-/// otherwise (SPEC §2); its record's are the same less every `x` (0600).
+/// otherwise (SPEC §2); its record's are the same less every `x` and
+/// every `w` but the owner's (0600).
 /// Made exact under any umask. A lock shared by the users of a group asks
 /// for the group's bits too (`mode: 0o770`): each user's waiter must read
 /// another's record to judge its holder, and remove its directory to
@@ -61,9 +62,11 @@ impl LockMode {
         Mode::from_raw_mode(self.0 as _)
     }
 
-    /// The mode of its record.
+    /// The mode of its record: the same, less every `x`, and less every
+    /// `w` but the owner's (nobody else writes a record: removing a lock
+    /// takes writing its directory).
     pub fn file(self) -> Mode {
-        Mode::from_raw_mode((self.0 & 0o666) as _)
+        Mode::from_raw_mode((self.0 & 0o644) as _)
     }
 }
 
@@ -480,7 +483,7 @@ fn stage(
     // so this `fstat` is no round trip to the server. (The publication
     // compares only the inode; the directory's times change with the
     // record, which nothing reads from this stat.)
-    let root_stat = with_mode(dir.as_fd(), mode.dir()).map_err(PublishError::Os)?;
+    let root_stat = fsx::with_exact_mode(dir.as_fd(), mode.dir()).map_err(PublishError::Os)?;
     // The mode is exact now, so a umask that took the owner's `w` or `x`
     // cannot refuse the record.
     let info = fs::openat(
@@ -492,21 +495,9 @@ fn stage(
     .map_err(PublishError::Os)?;
     fsx::write_all(info.as_fd(), record, 0).map_err(PublishError::Os)?;
     // The `flock` stays taken (see the module docs).
-    let info_stat = with_mode(info.as_fd(), mode.file()).map_err(PublishError::Os)?;
+    let info_stat = fsx::with_exact_mode(info.as_fd(), mode.file()).map_err(PublishError::Os)?;
     let tree = TreeSnapshot::of_single_file(&root_stat, INFO_NAME, &info_stat, record);
     Ok((Published { root: dir, tree }, root_stat, info))
-}
-
-/// The `fstat` of `fd` once its permission bits are exactly `mode`: one
-/// `fstat` when they are, an `fchmod` and a second `fstat` (the `fchmod`
-/// changed its ctime) when they are not.
-fn with_mode(fd: BorrowedFd<'_>, mode: Mode) -> Result<Stat, Errno> {
-    let stat = fs::fstat(fd)?;
-    if Mode::from_raw_mode(stat.st_mode) & Mode::from_raw_mode(0o7777) == mode {
-        return Ok(stat);
-    }
-    fs::fchmod(fd, mode)?;
-    fs::fstat(fd)
 }
 
 /// Takes the `flock` of a staging directory we just made, held for as

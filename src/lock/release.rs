@@ -269,7 +269,8 @@ pub fn remove_generation(generation: &Generation) -> Result<(), Removal> {
         // A directory someone put in ours may be a live lock of theirs:
         // never removed with ours. The name is freed and our record
         // removed; the rest stays, and the release says where.
-        return remove_as_published(generation, Foreign::Leave).unwrap_or(Err(Removal::OwnerChanged));
+        return remove_as_published(generation, Foreign::Leave)
+            .unwrap_or(Err(Removal::OwnerChanged));
     }
     if !is_ours(&snapshot, generation) {
         return Err(Removal::OwnerChanged);
@@ -636,8 +637,9 @@ mod tests {
         for (kind, make) in [
             (
                 "symlink",
-                (|lock: &std::path::Path| std::os::unix::fs::symlink("/", lock.join("link")).unwrap())
-                    as fn(&std::path::Path),
+                (|lock: &std::path::Path| {
+                    std::os::unix::fs::symlink("/", lock.join("link")).unwrap()
+                }) as fn(&std::path::Path),
             ),
             ("directory", |lock| {
                 std::fs::create_dir(lock.join("link")).unwrap();

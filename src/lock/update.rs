@@ -99,6 +99,32 @@ pub struct Target {
     name: OsString,
     /// The mode, uid and gid of the file read; `None` when there was none.
     seen: Option<(u32, u32, u32)>,
+    /// Whether it is in the lock's own directory (no symlink led elsewhere).
+    in_lock_dir: bool,
+}
+
+impl Target {
+    /// Whether its commit may run on the caller's thread, where the lock's
+    /// release may: in the lock's own directory only (a symlink may lead to
+    /// a network mount).
+    pub fn commits_inline(&self, generation: &Generation) -> bool {
+        self.in_lock_dir && generation.releases_inline
+    }
+}
+
+/// Whether `generation`'s file may be read on the caller's thread: its lock
+/// earned the inline path, the name is no symlink (which may lead to a
+/// network mount), and no sweep of dead writers' temps is due (a listing of
+/// the whole directory).
+pub fn reads_inline(generation: &Generation) -> bool {
+    if !generation.releases_inline || generation.reclaimed {
+        return false;
+    }
+    let parent = generation.parent.as_fd();
+    let name = file_name_of(&generation.lock_name);
+    let is_link = fsx::stat_nofollow(parent, &name)
+        .is_ok_and(|stat| fsx::kind_of(&stat) == FileType::Symlink);
+    !is_link && !sweep_due(parent, &name)
 }
 
 /// Reads the file `generation` locks (its lock name less `.lock`), at most
@@ -114,7 +140,12 @@ pub fn read(
     let file_name = file_name_of(&generation.lock_name);
     let (dir, name) = resolve(generation.parent.as_fd(), &file_name)
         .map_err(|errno| UpdateError::at(Step::Read, errno))?;
-    if first_update_here(dir.as_fd(), &name) || reclaimed {
+    let in_lock_dir = name == file_name
+        && fsx::dir_attributes(dir.as_fd()).is_ok_and(|(identity, _)| {
+            identity.dev == generation.key.parent.dev && identity.ino == generation.key.parent.ino
+        });
+    if sweep_due(dir.as_fd(), &name) || reclaimed {
+        mark_swept(dir.as_fd(), &name);
         sweep(dir.as_fd(), &name);
     }
     match fsx::read_regular_bounded(dir.as_fd(), &name, max_bytes) {
@@ -135,6 +166,7 @@ pub fn read(
                 dir,
                 name,
                 seen: Some(seen),
+                in_lock_dir,
             };
             Ok((target, Some(read.bytes)))
         }
@@ -143,6 +175,7 @@ pub fn read(
                 dir,
                 name,
                 seen: None,
+                in_lock_dir,
             },
             None,
         )),
@@ -245,7 +278,7 @@ fn write_temp(
         }
     };
     if commit.durable {
-        fs::fsync(file).map_err(|errno| UpdateError::at(Step::Fsync, errno))?;
+        fsx::flush(file.as_fd()).map_err(|errno| UpdateError::at(Step::Fsync, errno))?;
     }
     crate::sys::faults::pause("update.synced", &generation.lock_name);
     Ok(owner_kept)
@@ -355,7 +388,7 @@ fn sync_dir(target: &Target, durable: bool) -> Result<(), UpdateError> {
             Mode::empty(),
         )
         .map_err(committed)?;
-        match fs::fsync(&dir) {
+        match fsx::flush(dir.as_fd()) {
             // A network mount whose directory operations are synchronous.
             Ok(()) | Err(Errno::INVAL | Errno::NOTSUP) => {}
             Err(errno) => return Err(committed(errno)),
@@ -437,16 +470,35 @@ fn read_link(_dir: BorrowedFd<'_>, _name: &OsStr) -> Result<OsString, Errno> {
     Err(Errno::INVAL)
 }
 
-/// Whether this is the first update of `name` in `dir` by this process.
-fn first_update_here(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
-    static SEEN: OnceLock<Mutex<HashSet<(u64, u64, OsString)>>> = OnceLock::new();
-    let Ok((identity, _)) = fsx::dir_attributes(dir) else {
-        return true;
-    };
-    SEEN.get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert((identity.dev, identity.ino, name.to_os_string()))
+/// The files (directory device, inode; name) whose temps this process has
+/// swept: each once, at its first update here.
+fn swept() -> &'static Mutex<HashSet<(u64, u64, OsString)>> {
+    static SWEPT: OnceLock<Mutex<HashSet<(u64, u64, OsString)>>> = OnceLock::new();
+    SWEPT.get_or_init(Mutex::default)
+}
+
+fn swept_key(dir: BorrowedFd<'_>, name: &OsStr) -> Option<(u64, u64, OsString)> {
+    let (identity, _) = fsx::dir_attributes(dir).ok()?;
+    Some((identity.dev, identity.ino, name.to_os_string()))
+}
+
+/// Whether this process has not swept `name`'s temps in `dir` yet.
+fn sweep_due(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
+    swept_key(dir, name).is_none_or(|key| {
+        !swept()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&key)
+    })
+}
+
+fn mark_swept(dir: BorrowedFd<'_>, name: &OsStr) {
+    if let Some(key) = swept_key(dir, name) {
+        swept()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key);
+    }
 }
 
 /// Removes the temps of `name`'s dead writers in `dir` (see the module
