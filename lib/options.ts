@@ -69,7 +69,7 @@ export interface FileLockOptions {
   inlineFastPath?: boolean;
   /**
    * The lock directory's permission bits, made exact under any umask: `0o700`
-   * by default (its record gets the same less every `x`: `0o600`), and so do
+   * by default (its record gets the same less every `x` and every `w` but the owner's: `0o600`), and so do
    * the parent directories an acquisition creates. A lock shared by several
    * users passes the same group mode in every process (`0o770`: each user's
    * waiter can read another's record, wait for a live holder and reclaim a
