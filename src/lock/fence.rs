@@ -6,12 +6,15 @@
 //! rejects the late write of such a holder.
 //!
 //! On disk, beside the lock: `F.lock.fence/`, a directory whose one entry,
-//! the head, is an empty directory named by the last value handed out, in
-//! decimal. It outlives every generation: no release, reclaim or gc
-//! removes it. To advance, a holder renames the head `N` to
-//! `T = max(N + 1, now in µs)` without replacing anything (no-replace
-//! rename: `renameat2(RENAME_NOREPLACE)`, else a `mkdirat` claim of `T`):
-//! the compare-and-swap. The name `N` can be renamed once only, so no two
+//! the head, is a directory named by the last value handed out, in
+//! decimal, holding one empty file (`v`). It outlives every generation: no
+//! release, reclaim or gc removes it. To advance, a holder renames the head
+//! `N` to `T = max(N + 1, now in µs)` without replacing anything: the
+//! compare-and-swap. The kernel's no-replace rename
+//! (`renameat2(RENAME_NOREPLACE)`) where there is one; elsewhere (a network
+//! mount, the portable mechanisms) a plain `renameat`, which cannot replace
+//! a directory that holds something (`ENOTEMPTY`) — why a head is never
+//! empty. The name `N` can be renamed once only, so no two
 //! advancers win it, even when the lock's exclusion was broken (the case
 //! fencing exists for); and names only move forward. Then the directory is
 //! flushed (`fsync`) before the value is handed out, so a value given out
@@ -42,7 +45,7 @@ use crate::sys::os::fs::{self, Mode, OFlags};
 use crate::sys::os::io::Errno;
 
 use crate::fs::fsx::{self, DirIdentity};
-use crate::fs::rename::{self, Refusal};
+use crate::fs::rename;
 use crate::lock::publish::LockMode;
 
 /// `F.lock.fence`: the fence directory's name beside `F.lock`.
@@ -50,6 +53,9 @@ pub const FENCE_SUFFIX: &str = ".fence";
 
 /// How many locks' fences a process keeps (their heads and descriptors).
 const MAX_KEPT: usize = 64;
+
+/// The empty file every head holds.
+const HEAD_FILE: &str = "v";
 
 /// Passes of list-and-rename before giving up: each lost pass means another
 /// process advanced meanwhile, which under the lock only a broken
@@ -169,23 +175,40 @@ fn look(parent: BorrowedFd<'_>, lock_name: &OsStr, mode: LockMode) -> Result<Kep
         other => other?,
     };
     let heads = heads(dir.as_fd())?;
-    let Some((&head, lower)) = heads.split_last() else {
-        // No head: the first value is the present, made as the head itself.
-        let first = now_us();
-        return match fs::mkdirat(&dir, first.to_string(), Mode::RWXU) {
-            // Made: `advance` moves it on at once, so the first value
-            // handed out is the one after it, as every later one is.
-            Ok(()) => Ok(Kept { dir, head: first }),
-            Err(Errno::EXIST) => look(parent, lock_name, mode),
-            Err(errno) => Err(FenceError::Os(errno)),
-        };
+    let head = match heads.split_last() {
+        Some((&head, lower)) => {
+            // Heads below the largest (two births after a broken
+            // exclusion): removed when seen.
+            for &stale in lower {
+                let _ = fs::unlinkat(&dir, format!("{stale}/{HEAD_FILE}"), fs::AtFlags::empty());
+                let _ = fs::unlinkat(&dir, stale.to_string(), fs::AtFlags::REMOVEDIR);
+            }
+            head
+        }
+        // No head: the first value is the present, made as the head itself;
+        // `advance` moves it on at once, so the first value handed out is
+        // the one after it, as every later one is.
+        None => {
+            let first = now_us();
+            match fs::mkdirat(&dir, first.to_string(), Mode::RWXU) {
+                Ok(()) | Err(Errno::EXIST) => first,
+                Err(errno) => return Err(FenceError::Os(errno)),
+            }
+        }
     };
-    // Heads below the largest (two births after a broken exclusion, a claim
-    // left by a killed advancer): empty directories, removed when seen.
-    for &stale in lower {
-        let _ = fs::unlinkat(&dir, stale.to_string(), fs::AtFlags::REMOVEDIR);
+    // The head's file: made here, where every head is first seen, so that
+    // a birth cut short by a crash is mended before anyone advances from it.
+    match fs::openat(
+        &dir,
+        format!("{head}/{HEAD_FILE}"),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC,
+        Mode::RUSR | Mode::WUSR,
+    ) {
+        Ok(_) => Ok(Kept { dir, head }),
+        // Advanced meanwhile.
+        Err(Errno::NOENT) => look(parent, lock_name, mode),
+        Err(errno) => Err(FenceError::Os(errno)),
     }
-    Ok(Kept { dir, head })
 }
 
 /// Opens `F.lock.fence` no-follow: a symlink or a file there is no fence.
@@ -228,27 +251,17 @@ fn heads(dir: BorrowedFd<'_>) -> Result<Vec<u64>, FenceError> {
 /// exists. `false` when the head was not `from` any more, or `to` was
 /// taken: look again.
 fn move_head(dir: BorrowedFd<'_>, from: u64, to: u64) -> Result<bool, FenceError> {
-    let (from, to) = (
-        OsString::from(from.to_string()),
-        OsString::from(to.to_string()),
-    );
-    match rename::exclusive_rename_at(dir, &from, dir, &to) {
-        Ok(()) => return Ok(true),
-        Err(Errno::NOENT | Errno::EXIST) => return Ok(false),
-        // No exclusive rename here (a network mount, the portable
-        // mechanisms): the `mkdirat` claim of `to`, then a plain rename.
-        Err(Errno::NOSYS | Errno::INVAL | Errno::NOTSUP) => {}
-        Err(errno) => return Err(FenceError::Os(errno)),
-    }
-    let moved = rename::rename_directory_no_replace_at(dir, &from, dir, &to);
-    if moved.ok {
-        Ok(true)
-    } else if moved.refused_with(Refusal::NotFound)
-        || moved.refused_with(Refusal::DestinationExists)
-    {
-        Ok(false)
-    } else {
-        Err(FenceError::Os(Errno::IO))
+    let (from, to) = (from.to_string(), to.to_string());
+    let renamed = match rename::exclusive_rename_at(dir, from.as_ref(), dir, to.as_ref()) {
+        // No exclusive rename here: a plain one, which a head at `to`
+        // refuses because it is not empty.
+        Err(Errno::NOSYS | Errno::INVAL | Errno::NOTSUP) => fs::renameat(dir, &from, dir, &to),
+        other => other,
+    };
+    match renamed {
+        Ok(()) => Ok(true),
+        Err(Errno::NOENT | Errno::EXIST | Errno::NOTEMPTY) => Ok(false),
+        Err(errno) => Err(FenceError::Os(errno)),
     }
 }
 
@@ -326,6 +339,7 @@ mod tests {
         let (parent, id) = parent_of(&dir);
         let lock = OsStr::new("f.lock");
         std::fs::create_dir_all(dir.join("f.lock.fence/9000000000000000")).unwrap();
+        std::fs::write(dir.join("f.lock.fence/9000000000000000/v"), b"").unwrap();
         let parent = std::sync::Arc::new(parent);
         let threads: Vec<_> = (0..4)
             .map(|_| {
@@ -387,5 +401,34 @@ mod tests {
             Err(FenceError::Unusable)
         );
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn without_an_exclusive_rename_a_head_is_never_replaced() {
+        // The portable mechanisms (a network mount): a plain rename. Two
+        // heads after a broken exclusion, `H` (this process's kept one) and
+        // `H + 1` — the very name its advance moves to.
+        crate::sys::platform::forcing_portable(|| {
+            let dir = tempdir("fence-plain");
+            let (parent, id) = parent_of(&dir);
+            let lock = OsStr::new("f.lock");
+            let h = 9_000_000_000_000_000_u64;
+            std::fs::create_dir_all(dir.join(format!("f.lock.fence/{h}"))).unwrap();
+            assert_eq!(
+                advance(parent.as_fd(), id, lock, LockMode::PRIVATE),
+                Ok(h + 1)
+            );
+            let higher = dir.join(format!("f.lock.fence/{}", h + 2));
+            std::fs::create_dir(&higher).unwrap();
+            std::fs::write(higher.join("v"), b"").unwrap();
+            // Kept: `h + 1`, moving to `h + 2`, which holds a head.
+            assert_eq!(
+                advance(parent.as_fd(), id, lock, LockMode::PRIVATE),
+                Ok(h + 3),
+                "the head at h + 2 was not replaced (h + 2 handed out twice)"
+            );
+            assert!(!dir.join(format!("f.lock.fence/{}", h + 1)).exists());
+            std::fs::remove_dir_all(dir).unwrap();
+        });
     }
 }
