@@ -1,7 +1,7 @@
 /**
  * `exactlock demo`: several processes contend on one file for a few
  * seconds; some holders are SIGKILLed mid-section and replaced. At the end:
- * sections, kills, hand-off latency (release stamp → next acquire stamp),
+ * sections, kills, hand-off latency (a section's end → the next one's start),
  * reclaim-after-kill latency, exclusive-occupancy violations, lost updates.
  */
 import { fork, type ChildProcess } from "node:child_process";
@@ -24,7 +24,9 @@ new process takes its place. Shows live progress, then a summary:
                       than asked when every process failed)
   sections            critical sections completed and reported
   holders killed      SIGKILLs sent to processes inside their section
-  hand-off latency    release stamp -> next holder's acquire stamp (p50, p99)
+  hand-off latency    a section's end -> the next one's start (p50, p99): the
+                      counter's write and rename, the release, the next
+                      holder's wake-up, acquisition and read
   reclaim after kill  SIGKILL -> next holder's acquire stamp (p50, max)
   violations          a holder found the occupancy marker of a holder that was
                       not killed, or its own marker changed under it
@@ -353,7 +355,7 @@ export function formatSummary(summary: DemoSummary): string {
     ["reclaims", `${summary.reclaims}   (a waiter took over a killed holder's lock)`],
     [
       "hand-off latency",
-      `p50 ${formatLatency(summary.handoff.p50Ms)}   p99 ${formatLatency(summary.handoff.p99Ms)}   (release -> next acquire, n=${summary.handoff.n})`,
+      `p50 ${formatLatency(summary.handoff.p50Ms)}   p99 ${formatLatency(summary.handoff.p99Ms)}   (section end -> next start, n=${summary.handoff.n})`,
     ],
     [
       "reclaim after kill",
