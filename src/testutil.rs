@@ -69,6 +69,12 @@ pub fn acquire_free_named(dir: &Path, file: &str) -> u64 {
     let links = crate::lock::debris::links_beside(links, own);
     crate::lock::debris::reap_when_changed(parent.as_fd(), &key.parent, links, &Default::default());
     let options = acquire_options(&dir.join(file), Duration::ZERO, Duration::from_millis(1));
+    // Where nothing proves a directory's path unchanged from the kernel's
+    // caches (macOS, Windows), there is no inline path: a blocking one.
+    if !crate::sys::platform::can_open_cached() {
+        let acquired = crate::lock::acquire::acquire_blocking(options, &|| true);
+        return acquired.unwrap().take().id;
+    }
     match acquire_first_attempt(options).unwrap() {
         crate::lock::acquire::Inline::Won(claim) => claim.take().id,
         crate::lock::acquire::Inline::NotNow(_) => {

@@ -2142,9 +2142,10 @@ mod tests {
         let Ok(Step::Won(claim)) = attempts.attempt() else {
             panic!("the waiter takes the free lock");
         };
+        drop(attempts);
         release::release_blocking(claim.take().id).unwrap();
         crate::sys::faults::disarm_delay("acquire.elder_grace");
-        drop((attempts, others));
+        drop(others);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

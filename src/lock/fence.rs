@@ -179,9 +179,11 @@ fn look(parent: BorrowedFd<'_>, lock_name: &OsStr, mode: LockMode) -> Result<Kep
         Some((&head, lower)) => {
             // Heads below the largest (two births after a broken
             // exclusion): removed when seen.
-            for &stale in lower {
-                let _ = fs::unlinkat(&dir, format!("{stale}/{HEAD_FILE}"), fs::AtFlags::empty());
-                let _ = fs::unlinkat(&dir, stale.to_string(), fs::AtFlags::REMOVEDIR);
+            for stale in lower.iter().map(u64::to_string) {
+                if let Ok(head) = fsx::open_child_dir(dir.as_fd(), stale.as_ref()) {
+                    let _ = fs::unlinkat(&head, HEAD_FILE, fs::AtFlags::empty());
+                }
+                let _ = fs::unlinkat(&dir, &stale, fs::AtFlags::REMOVEDIR);
             }
             head
         }
@@ -198,12 +200,15 @@ fn look(parent: BorrowedFd<'_>, lock_name: &OsStr, mode: LockMode) -> Result<Kep
     };
     // The head's file: made here, where every head is first seen, so that
     // a birth cut short by a crash is mended before anyone advances from it.
-    match fs::openat(
-        &dir,
-        format!("{head}/{HEAD_FILE}"),
-        OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC,
-        Mode::RUSR | Mode::WUSR,
-    ) {
+    let made = fsx::open_child_dir(dir.as_fd(), head.to_string().as_ref()).and_then(|head| {
+        fs::openat(
+            &head,
+            HEAD_FILE,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC,
+            Mode::RUSR | Mode::WUSR,
+        )
+    });
+    match made {
         Ok(_) => Ok(Kept { dir, head }),
         // Advanced meanwhile.
         Err(Errno::NOENT) => look(parent, lock_name, mode),
