@@ -19,7 +19,9 @@
  *    time a child against the parent allow for it through their existing patience, never
  *    through a smaller bound.
  * 3. qemu 7.2 has no openat2: the addon takes its O_NOFOLLOW walk, the one macOS and old
- *    kernels take; nothing to recognise, the same assertions hold.
+ *    kernels take, and no directory earns the inline fast path (it needs
+ *    `openat2(RESOLVE_CACHED)`). Tests of that path ask `inlineFastPathPossible()`
+ *    (exactlock/testing) and assert the off-thread form where it is false.
  * 4. This host's /usr/bin/ldd is glibc's, and napi's loader picks the C library from it:
  *    the musl runs see musl's loader there, in a private mount namespace
  *    (scripts/run-emulated.mjs), as on Alpine.

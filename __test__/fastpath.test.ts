@@ -13,7 +13,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { acquireLock, tryAcquireLock, withFileLock } from "../lib/index.ts";
-import { injectDelayForTesting } from "../lib/testing.ts";
+import { injectDelayForTesting, inlineFastPathPossible } from "../lib/testing.ts";
 import * as mounts from "./fs-matrix/mounts.mjs";
 import { cleanup, exists, lockPathOf, makeRoot, patient, rejectionOf, sleep, waitUntil } from "./helpers.ts";
 import { ON_LINUX } from "./premises.ts";
@@ -53,7 +53,12 @@ async function expectServedInOrder(rounds: number): Promise<void> {
 }
 
 describe("inlineFastPath", () => {
-  it("the first acquisition in a directory runs off the thread; later ones publish a free lock before acquireLock returns its promise", async () => {
+  const noInline = inlineFastPathPossible()
+    ? undefined
+    : "this kernel cannot open a directory from its caches alone (openat2 RESOLVE_CACHED, Linux 5.12+): every attempt runs off the thread";
+  it.skipIf(noInline !== undefined)(
+    `the first acquisition in a directory runs off the thread; later ones publish a free lock before acquireLock returns its promise${noInline ? ` (skipped: ${noInline})` : ""}`,
+    async () => {
     const file = path.join(makeRoot(), "state.json");
     // The off-thread attempt is held back 10 ms (it would otherwise race the
     // check below from the other core, a few microseconds apart): only an
@@ -71,7 +76,8 @@ describe("inlineFastPath", () => {
     expect(exists(lockPathOf(file))).toBe(false);
     await releasing;
     expect(fs.readdirSync(path.dirname(file))).toEqual([]);
-  });
+    },
+  );
 
   it("inlineFastPath: false acquires and releases off the calling thread", async () => {
     // The off-thread work races this thread, so only its outcome is

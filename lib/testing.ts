@@ -16,6 +16,14 @@ export {
 } from "./lock.js";
 
 /**
+ * Whether a free lock can be taken on the calling thread on this machine
+ * (`inlineFastPath`): the kernel must open a directory from its caches alone
+ * (Linux 5.12+ `openat2(RESOLVE_CACHED)`). `false` on older kernels, under
+ * qemu-user, on macOS and Windows: there every attempt runs off the thread.
+ */
+export const inlineFastPathPossible: () => boolean = native.inlineFastPathPossible;
+
+/**
  * Opens a pidfd on `pid` now (call it before the process is killed) and
  * resolves with the CLOCK_MONOTONIC time, in nanoseconds as
  * `process.hrtime.bigint()` counts them, at which that pidfd became readable

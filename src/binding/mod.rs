@@ -23,3 +23,12 @@ pub fn native_version() -> String {
 pub fn native_platform() -> String {
     crate::sys::platform::name().to_string()
 }
+
+/// Whether a free lock can be taken on the caller's thread here: the kernel
+/// opens a directory from its caches alone (Linux 5.12+ `openat2`
+/// `RESOLVE_CACHED`). Where not (older kernels, qemu-user, macOS, Windows)
+/// every attempt runs off the thread. For tests (`exactlock/testing`).
+#[napi]
+pub fn inline_fast_path_possible() -> bool {
+    crate::sys::platform::can_open_cached()
+}
