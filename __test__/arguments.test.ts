@@ -760,6 +760,7 @@ const TABLE: Record<string, Entry> = {
   clearFaultsForTesting: { mode: "none", kind: "no-arguments", why: "takes no arguments" },
   nativeVersion: { mode: "none", kind: "no-arguments", why: "takes no arguments" },
   nativePlatform: { mode: "none", kind: "no-arguments", why: "takes no arguments" },
+  inlineFastPathPossible: { mode: "none", kind: "no-arguments", why: "takes no arguments" },
   FileLockAcquireError: {
     mode: "none",
     kind: "class",
