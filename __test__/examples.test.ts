@@ -1,6 +1,6 @@
 /**
  * Every example under examples/ runs and prints what it says it prints, and
- * every js/ts block of the README is a whole program: extracted, type-checked
+ * every js/ts block of the README and docs/ is a whole program: extracted, type-checked
  * (TypeScript), run as pasted, and one of the examples, verbatim.
  */
 import { spawnSync } from "node:child_process";
@@ -81,13 +81,17 @@ describe("examples", () => {
   });
 });
 
-describe("README", () => {
+describe("README and docs/", () => {
   const readme = readFileSync(path.join(ROOT, "README.md"), "utf8");
-  const blocks = [...readme.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].map((m) => ({
-    lang: m[1]!,
-    code: m[2]!,
-    line: readme.slice(0, m.index).split("\n").length,
-  }));
+  const documents = ["README.md", ...readdirSync(path.join(ROOT, "docs")).map((name) => `docs/${name}`)];
+  const blocks = documents.flatMap((document) => {
+    const text = readFileSync(path.join(ROOT, document), "utf8");
+    return [...text.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].map((m) => ({
+      lang: m[1]!,
+      code: m[2]!,
+      where: `${document}:${text.slice(0, m.index).split("\n").length}`,
+    }));
+  });
   const programs = blocks.filter((block) => block.lang === "js" || block.lang === "ts");
   const sources = Object.keys(EXPECTED).map((file) => readFileSync(path.join(EXAMPLES, file), "utf8"));
   // Under the repository, so `import "exactlock"` resolves to this package (its own name):
@@ -110,7 +114,7 @@ describe("README", () => {
   });
 
   it("every js/ts block is a whole file under examples/ (shipped in the package), verbatim", () => {
-    const orphans = programs.filter((block) => !sources.includes(block.code)).map((block) => `README.md:${block.line}`);
+    const orphans = programs.filter((block) => !sources.includes(block.code)).map((block) => block.where);
     expect(orphans).toEqual([]);
   });
 
@@ -143,7 +147,7 @@ describe("README", () => {
     expect(checked.status).toBe(0);
   });
 
-  it.for(programs.map((block, index) => ({ where: `README.md:${block.line}`, index, lang: block.lang })))(
+  it.for(programs.map((block, index) => ({ where: block.where, index, lang: block.lang })))(
     "the block at $where runs as pasted and prints what its comments claim",
     ({ index, lang }, ctx) => {
       skipFor(ctx, scratchUnwritable);
@@ -184,8 +188,9 @@ describe("README", () => {
     expect(clone.index).toBeGreaterThan(firstTs.index);
     expect(clone[1]).toContain("npm install && npx exactlock demo");
     expect(clone[1]!.indexOf("npm test")).toBeGreaterThan(clone[1]!.indexOf("npx exactlock demo"));
-    // All of it on the first screen: before the first js sample and the API.
-    expect(clone.index).toBeLessThan(readme.indexOf("```js"));
+    // All of it on the first screen: before the API (and any js sample, now in docs/).
+    expect(clone.index).toBeLessThan(readme.indexOf("\n## API\n"));
+    if (readme.includes("```js")) expect(clone.index).toBeLessThan(readme.indexOf("```js"));
     expect(readme.slice(0, clone.index).split("\n").length).toBeLessThan(60);
   });
 });

@@ -24,7 +24,7 @@ const hostBinary = fs.readFileSync(path.join(ROOT, "native", `exactlock.${host}.
 /** A copy of what stage-release reads, with this machine's binary only (or `binary` in its place). */
 function skeleton(edit: { binary?: Buffer; manifest?: (m: Record<string, unknown>) => void } = {}): string {
   const dir = fs.mkdtempSync(path.join(scratch, "repo-"));
-  for (const entry of ["scripts", "npm", "bin", "dist", "examples", "README.md", "LICENSE", "Cargo.toml", "native/index.js", "native/index.d.ts"]) {
+  for (const entry of ["scripts", "npm", "bin", "dist", "examples", "docs", "README.md", "LICENSE", "Cargo.toml", "native/index.js", "native/index.d.ts"]) {
     fs.cpSync(path.join(ROOT, entry), path.join(dir, entry), { recursive: true });
   }
   const copy = structuredClone(manifest);
