@@ -59,23 +59,23 @@ describe("inlineFastPath", () => {
   it.skipIf(noInline !== undefined)(
     `the first acquisition in a directory runs off the thread; later ones publish a free lock before acquireLock returns its promise${noInline ? ` (skipped: ${noInline})` : ""}`,
     async () => {
-    const file = path.join(makeRoot(), "state.json");
-    // The off-thread attempt is held back 10 ms (it would otherwise race the
-    // check below from the other core, a few microseconds apart): only an
-    // attempt made on this thread could have published by then. 10 ms stays
-    // under the 20 ms that would mark the directory slow.
-    injectDelayForTesting("attempt", 10, "state.json.lock", 1);
-    const first = acquireLock(file);
-    // Nothing was done on this thread: the directory is not known yet.
-    expect(exists(lockPathOf(file))).toBe(false);
-    await (await first)();
-    const pending = acquireLock(file);
-    expect(exists(lockPathOf(file))).toBe(true);
-    const release = await pending;
-    const releasing = release();
-    expect(exists(lockPathOf(file))).toBe(false);
-    await releasing;
-    expect(fs.readdirSync(path.dirname(file))).toEqual([]);
+      const file = path.join(makeRoot(), "state.json");
+      // The off-thread attempt is held back 10 ms (it would otherwise race the
+      // check below from the other core, a few microseconds apart): only an
+      // attempt made on this thread could have published by then. 10 ms stays
+      // under the 20 ms that would mark the directory slow.
+      injectDelayForTesting("attempt", 10, "state.json.lock", 1);
+      const first = acquireLock(file);
+      // Nothing was done on this thread: the directory is not known yet.
+      expect(exists(lockPathOf(file))).toBe(false);
+      await (await first)();
+      const pending = acquireLock(file);
+      expect(exists(lockPathOf(file))).toBe(true);
+      const release = await pending;
+      const releasing = release();
+      expect(exists(lockPathOf(file))).toBe(false);
+      await releasing;
+      expect(fs.readdirSync(path.dirname(file))).toEqual([]);
     },
   );
 

@@ -21,8 +21,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::fs::probe::{Probe, Tried};
-
 /// How long a refusal is trusted before the flag is tried again.
 pub const RECHECK_AFTER: Duration = Duration::from_secs(60);
 
@@ -147,23 +145,6 @@ impl Caps {
             self.skipped.load(Ordering::Relaxed),
         )
     }
-
-    /// Takes in what a probe found: a refusal is remembered, a success
-    /// forgets one. A try that failed for another reason says nothing.
-    pub fn remember(&self, probe: &Probe) {
-        for (flag, tried) in [
-            (Flag::NoReplace, probe.rename_noreplace),
-            (Flag::Exchange, probe.rename_exchange),
-        ] {
-            match tried {
-                Tried::Works => self.learned(probe.dev, flag, true),
-                // A flag that "worked" without doing its job is no better
-                // than a refused one: the fallback is the safe path.
-                Tried::Refused(_) | Tried::Broken => self.learned(probe.dev, flag, false),
-                Tried::Failed(_) => {}
-            }
-        }
-    }
 }
 
 /// The process's memory, consulted by [`super::rename`] and the lock's
@@ -171,11 +152,6 @@ impl Caps {
 pub fn global() -> &'static Caps {
     static GLOBAL: Caps = Caps::new();
     &GLOBAL
-}
-
-/// Hands a probe's findings to the process's memory.
-pub fn remember_probe(probe: &Probe) {
-    global().remember(probe);
 }
 
 #[cfg(test)]

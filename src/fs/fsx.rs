@@ -196,9 +196,7 @@ pub fn remove_dir_settled(
     settle: &mut FuseSettle,
 ) -> Result<(), Errno> {
     loop {
-        let errno = match crate::fs::rename::retry_interrupted(|| {
-            fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
-        }) {
+        let errno = match retry_interrupted(|| fs::unlinkat(dir, name, AtFlags::REMOVEDIR)) {
             Err(errno @ (Errno::NOTEMPTY | Errno::EXIST | Errno::PERM)) => errno,
             other => return other,
         };
@@ -346,7 +344,7 @@ pub fn dir_identity_and_links(dir: BorrowedFd<'_>) -> Result<(DirIdentity, u64),
     #[cfg(target_os = "linux")]
     let identity = if identity.birth_ns != 0
         && crate::sys::os::fs::major(identity.dev) == 0
-        && crate::fs::probe::is_overlayfs(dir)
+        && is_overlayfs(dir)
     {
         DirIdentity {
             birth_ns: 0,
@@ -771,6 +769,48 @@ pub fn tagged_name(base: &OsStr, tag: &str) -> OsString {
 /// The most bytes one name (a path component) may have: `NAME_MAX` of
 /// every filesystem exactlock is tested on, and of macOS.
 pub const NAME_MAX: usize = 255;
+
+/// How many times a syscall interrupted by a signal is restarted before we
+/// give up with `interrupted`.
+pub const EINTR_RETRIES: usize = 8;
+
+/// Runs `op`, restarting it while it fails with `EINTR`, at most
+/// [`EINTR_RETRIES`] times; the last `EINTR` is returned as is.
+pub(crate) fn retry_interrupted<T>(mut op: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
+    let mut restarts = 0;
+    loop {
+        match op() {
+            Err(Errno::INTR) if restarts < EINTR_RETRIES => restarts += 1,
+            other => return other,
+        }
+    }
+}
+
+/// The `statfs` magic number of `dir`'s filesystem (Linux; 0 elsewhere,
+/// where `statfs` names no type by number).
+#[cfg(target_os = "linux")]
+pub fn statfs_magic(dir: BorrowedFd<'_>) -> Result<u64, Errno> {
+    // `f_type` is a word whose width and sign differ between ABIs; the
+    // magic numbers are 32-bit patterns (CIFS's 0xFF534D42 reads negative
+    // where the word is a signed 32-bit one). The low 32 bits of any of
+    // them, taken through `i128`, are the pattern.
+    let low_bits = i128::from(fs::fstatfs(dir)?.f_type) & 0xFFFF_FFFF;
+    Ok(u64::try_from(low_bits).expect("masked to 32 bits, so non-negative"))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn statfs_magic(_dir: BorrowedFd<'_>) -> Result<u64, Errno> {
+    Ok(0)
+}
+
+/// overlayfs's `statfs` magic (`OVERLAYFS_SUPER_MAGIC`).
+pub const OVERLAYFS_MAGIC: u64 = 0x794C_7630;
+
+/// Whether `dir` is on overlayfs (a Linux filesystem).
+#[cfg(target_os = "linux")]
+pub fn is_overlayfs(dir: BorrowedFd<'_>) -> bool {
+    statfs_magic(dir).is_ok_and(|magic| magic == OVERLAYFS_MAGIC)
+}
 
 /// The most bytes per name the filesystem of `dir` allows, as it says
 /// (`f_namemax`); `None` when it does not say.

@@ -31,8 +31,6 @@ mod kind;
 mod notes;
 
 pub use kind::classify;
-#[cfg(target_os = "linux")]
-pub use kind::is_overlayfs;
 
 /// The class of `dir`'s filesystem by its `statfs` magic alone: one
 /// syscall, no tries, no mountinfo (what the lock asks on every attempt:
@@ -41,7 +39,7 @@ pub use kind::is_overlayfs;
 /// holds Linux's magic numbers (macOS asks `MNT_LOCAL` instead).
 #[cfg(target_os = "linux")]
 pub fn class_by_magic(dir: crate::sys::os::fd::BorrowedFd<'_>) -> Class {
-    kind::statfs_magic(dir).map_or(Class::Unknown, |magic| kind::name_of_magic(magic).1)
+    fsx::statfs_magic(dir).map_or(Class::Unknown, |magic| kind::name_of_magic(magic).1)
 }
 use kind::{mount_of, statfs_of};
 pub use notes::consequences;
@@ -179,6 +177,24 @@ pub struct Probe {
 }
 
 impl Probe {
+    /// Teaches `caps` what this probe found: a refusal is remembered, a
+    /// success forgets one. A try that failed for another reason says
+    /// nothing.
+    pub fn teach(&self, caps: &caps::Caps) {
+        for (flag, tried) in [
+            (caps::Flag::NoReplace, self.rename_noreplace),
+            (caps::Flag::Exchange, self.rename_exchange),
+        ] {
+            match tried {
+                Tried::Works => caps.learned(self.dev, flag, true),
+                // A flag that "worked" without doing its job is no better
+                // than a refused one: the fallback is the safe path.
+                Tried::Refused(_) | Tried::Broken => caps.learned(self.dev, flag, false),
+                Tried::Failed(_) => {}
+            }
+        }
+    }
+
     /// The filesystem's name: the mounted type when known (it tells ext4
     /// from ext2 and names FUSE subtypes), else the `statfs` one.
     pub fn fs_name(&self) -> &str {
@@ -251,7 +267,7 @@ pub const SCRATCH_PREFIX: &str = ".exactlock-doctor";
 /// Probes the filesystem under `dir` (a directory; symlinks to one are
 /// followed, as a user naming it means the place it points to). Creates
 /// and removes a scratch directory in it. What it finds about the renames
-/// is remembered for the lock ([`caps::remember_probe`]).
+/// is remembered for the lock ([`Probe::teach`]).
 pub fn probe(dir: &Path) -> Result<Probe, ProbeError> {
     let fd = fs::open(
         dir,
@@ -297,7 +313,7 @@ pub fn probe(dir: &Path) -> Result<Probe, ProbeError> {
         inotify,
         leftover: (!removed).then_some(scratch_path),
     };
-    caps::remember_probe(&probe);
+    probe.teach(caps::global());
     Ok(probe)
 }
 

@@ -28,12 +28,8 @@ use crate::sys::os::fs::{self, AtFlags, FileType, Mode, RenameFlags, Stat};
 use crate::sys::os::io::Errno;
 
 use crate::fs::caps::{self, Caps, Flag};
-use crate::fs::fsx;
+use crate::fs::fsx::{self, retry_interrupted};
 use crate::sys::platform;
-
-/// How many times a syscall interrupted by a signal is restarted before we
-/// give up with `interrupted`.
-const EINTR_RETRIES: usize = 8;
 
 /// Whether the destination (or anything) was changed by the call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +105,7 @@ pub enum Refusal {
     AtomicUnavailable,
     CrossDevice,
     PermissionDenied,
-    /// `EINTR` kept coming back after [`EINTR_RETRIES`] restarts.
+    /// `EINTR` kept coming back after [`fsx::EINTR_RETRIES`] restarts.
     Interrupted,
     NotFound,
     /// Malformed input (NUL, empty or dotted name) or a kernel `EINVAL`.
@@ -870,18 +866,6 @@ fn refusal_from_errno(errno: Errno) -> Refusal {
     }
 }
 
-/// Runs `op`, restarting it while it fails with `EINTR`, at most
-/// [`EINTR_RETRIES`] times; the last `EINTR` is returned as is.
-pub(crate) fn retry_interrupted<T>(mut op: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
-    let mut restarts = 0;
-    loop {
-        match op() {
-            Err(Errno::INTR) if restarts < EINTR_RETRIES => restarts += 1,
-            other => return other,
-        }
-    }
-}
-
 // Most of these build POSIX fixtures (symlinks, FIFOs, modes, a directory's
 // flock, removing a directory its writer holds open): those are unix-only,
 // each marked; the rest run on Windows too (npm run test:windows). Helpers
@@ -1249,7 +1233,7 @@ mod tests {
             Err(Errno::INTR)
         });
         assert_eq!(persistent, Err(Errno::INTR));
-        assert_eq!(calls, EINTR_RETRIES + 1);
+        assert_eq!(calls, fsx::EINTR_RETRIES + 1);
         assert_eq!(
             outcome(PLATFORM_PRIMITIVE, Err(refusal_from_errno(Errno::INTR))).code,
             Some("interrupted")

@@ -688,7 +688,7 @@ fn delete_children(
                 if !expected.same_object_as(&seen) {
                     return Err(TreeError::TreeChanged);
                 }
-                rename::retry_interrupted(|| fs::unlinkat(dir, name, AtFlags::empty()))?;
+                fsx::retry_interrupted(|| fs::unlinkat(dir, name, AtFlags::empty()))?;
                 next += 1;
             }
             Observed::Directory(seen, child) => {

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::sys::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use crate::sys::os::io::Errno;
@@ -53,6 +53,7 @@ use crate::lock::report::{Holder, HolderState, describe, describe_record};
 use crate::lock::table::{self, Generation, LockKey, Ticket};
 use crate::lock::verdict::{HostPolicy, Liveness, Observer, judge, judge_record};
 use crate::lock::volume;
+use crate::sys::clock;
 use crate::sys::closer::ClosedLater;
 use crate::sys::errno::{errno_code, errno_text};
 use crate::sys::incarnation::{self, ThisProcess};
@@ -199,22 +200,6 @@ pub fn lock_path_of(file_path: &Path) -> PathBuf {
     let mut path = file_path.as_os_str().to_os_string();
     path.push(names::LOCK_SUFFIX);
     PathBuf::from(path)
-}
-
-/// Milliseconds since the epoch, as `Date.now()` gives them.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// Nanoseconds since the epoch (for comparing with directory mtimes).
-pub fn now_ns() -> i128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i128)
-        .unwrap_or(0)
 }
 
 /// Where an acquisition's outcome goes: settled exactly once, by whoever
@@ -1477,7 +1462,7 @@ impl Attempts {
     fn record(&self) -> Vec<u8> {
         OwnerRecord::for_this_process(
             &self.this,
-            now_ms(),
+            clock::now_ms(),
             self.owner_token.clone(),
             self.options.policy.owner_host_id.clone(),
         )
@@ -1798,7 +1783,7 @@ impl Attempts {
             observation,
             &self.options.policy,
             self.options.stale_ms,
-            now_ns(),
+            clock::now_ns(),
             &Observer::local(),
         )
     }

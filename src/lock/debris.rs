@@ -54,13 +54,13 @@ use crate::sys::os::io::Errno;
 
 use crate::fs::fsx::{self, DirIdentity};
 use crate::fs::tree::{self, QUARANTINE_TAG, TreeSnapshot};
-use crate::lock::acquire::now_ns;
 use crate::lock::identity::{info_entry, is_empty_dir};
 use crate::lock::observe::{Observation, Owner, observe};
 use crate::lock::publish::STAGING_TAG;
 use crate::lock::transition;
 use crate::lock::update;
 use crate::lock::verdict::{HostPolicy, Liveness, Observer, liveness_of};
+use crate::sys::clock::now_ns;
 use crate::sys::errno::is_flock_unsupported;
 
 /// The old fixed quarantine suffix (`<lock>.removing`).

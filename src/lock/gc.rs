@@ -13,13 +13,14 @@ use crate::sys::os::io::Errno;
 
 use crate::fs::fsx;
 use crate::fs::tree;
-use crate::lock::acquire::{lock_path_of, now_ns};
+use crate::lock::acquire::lock_path_of;
 use crate::lock::guard::{self, Guarded};
 use crate::lock::identity::LockDirIdentity;
 use crate::lock::observe::{Observation, ObserveError, Owner, observe};
 use crate::lock::record::OwnerRecord;
 use crate::lock::report::{Holder, describe};
 use crate::lock::verdict::{HostPolicy, Observer, Verdict, judge};
+use crate::sys::clock::now_ns;
 
 /// A valid owner record as read, with the identity of what was read.
 pub struct GcObservation {

@@ -557,7 +557,7 @@ pub fn remove_if_abandoned(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
     let abandoned = match fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => true,
         Err(errno) if is_flock_unsupported(errno) => {
-            crate::lock::acquire::now_ns() - fsx::mtime_ns(&stat) >= UNFLOCKED_TEMP_AGE_NS
+            crate::sys::clock::now_ns() - fsx::mtime_ns(&stat) >= UNFLOCKED_TEMP_AGE_NS
         }
         Err(_) => false,
     };

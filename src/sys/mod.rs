@@ -5,6 +5,7 @@
 //! record. Everything OS-specific sits in [`platform`], one file per OS and
 //! one portable; the modules beside it are the crate's interface to it.
 
+pub mod clock;
 pub mod closer;
 pub mod debug;
 pub mod errno;

@@ -10,6 +10,7 @@ use crate::sys::os::fs::AtFlags;
 use crate::sys::os::io::Errno;
 
 use super::{Class, Mount};
+use crate::fs::fsx::{OVERLAYFS_MAGIC, statfs_magic};
 
 /// `statfs` type, its name, and whether the mount is read-only.
 pub(super) fn statfs_of(dir: BorrowedFd<'_>) -> Result<(u64, &'static str, bool), Errno> {
@@ -17,30 +18,6 @@ pub(super) fn statfs_of(dir: BorrowedFd<'_>) -> Result<(u64, &'static str, bool)
     let read_only = statvfs.f_flag.contains(fs::StatVfsMountFlags::RDONLY);
     let magic = statfs_magic(dir)?;
     Ok((magic, name_of_magic(magic).0, read_only))
-}
-
-#[cfg(target_os = "linux")]
-pub(super) fn statfs_magic(dir: BorrowedFd<'_>) -> Result<u64, Errno> {
-    // `f_type` is a word whose width and sign differ between ABIs; the
-    // magic numbers are 32-bit patterns (CIFS's 0xFF534D42 reads negative
-    // where the word is a signed 32-bit one). The low 32 bits of any of
-    // them, taken through `i128`, are the pattern.
-    let low_bits = i128::from(fs::fstatfs(dir)?.f_type) & 0xFFFF_FFFF;
-    Ok(u64::try_from(low_bits).expect("masked to 32 bits, so non-negative"))
-}
-
-#[cfg(not(target_os = "linux"))]
-pub(super) fn statfs_magic(_dir: BorrowedFd<'_>) -> Result<u64, Errno> {
-    Ok(0)
-}
-
-/// overlayfs's `statfs` magic (`OVERLAYFS_SUPER_MAGIC`).
-const OVERLAYFS_MAGIC: u64 = 0x794C_7630;
-
-/// Whether `dir` is on overlayfs (a Linux filesystem).
-#[cfg(target_os = "linux")]
-pub fn is_overlayfs(dir: BorrowedFd<'_>) -> bool {
-    statfs_magic(dir).is_ok_and(|magic| magic == OVERLAYFS_MAGIC)
 }
 
 /// `statfs(2)` magic numbers (linux/magic.h and the filesystems' own

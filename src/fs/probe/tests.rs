@@ -181,14 +181,14 @@ fn what_follows_for_a_network_mount_that_refuses_the_flags() {
 fn a_probe_s_refusals_are_remembered_and_its_successes_forget_them() {
     let caps = caps::Caps::new();
     let refusing = refusing_network_probe(42);
-    caps.remember(&refusing);
+    refusing.teach(&caps);
     assert!(!caps.should_try(42, caps::Flag::NoReplace));
     assert!(!caps.should_try(42, caps::Flag::Exchange));
     let failed = Probe {
         rename_noreplace: Tried::Failed(Errno::IO),
         ..refusing.clone()
     };
-    caps.remember(&failed);
+    failed.teach(&caps);
     assert!(
         !caps.should_try(42, caps::Flag::NoReplace),
         "a failed try says nothing"
@@ -198,7 +198,7 @@ fn a_probe_s_refusals_are_remembered_and_its_successes_forget_them() {
         rename_exchange: Tried::Works,
         ..refusing
     };
-    caps.remember(&working);
+    working.teach(&caps);
     assert!(caps.should_try(42, caps::Flag::NoReplace));
     assert!(caps.should_try(42, caps::Flag::Exchange));
 }
