@@ -221,26 +221,5 @@ pub(super) fn stat_component(
     name: &[u16],
     flags: AtFlags,
 ) -> Result<Stat, Errno> {
-    stat::fstat(open_for_attributes(dir, name, flags)?)
-}
-
-/// Opens `name` in `dir` to read (or, through a second handle, change) its
-/// attributes only; with `SYMLINK_NOFOLLOW` a link itself.
-pub(super) fn open_for_attributes(
-    dir: BorrowedFd<'_>,
-    name: &[u16],
-    flags: AtFlags,
-) -> Result<OwnedFd, Errno> {
-    let options = if flags.contains(AtFlags::SYMLINK_NOFOLLOW) {
-        FILE_OPEN_REPARSE_POINT
-    } else {
-        0
-    };
-    let create = Create {
-        access: SYNCHRONIZE | FILE_READ_ATTRIBUTES,
-        attributes: FILE_ATTRIBUTE_NORMAL,
-        disposition: FILE_OPEN,
-        options,
-    };
-    nt::open_at(dir, name, create)
+    stat::fstat(stat::open_for_attributes(dir, name, flags)?)
 }

@@ -12,9 +12,8 @@ use super::super::fd::{AsFd, BorrowedFd, OwnedFd};
 use super::super::io::Errno;
 use super::super::nt::{self, Create};
 use super::arg::{Arg, component_of};
-use super::at::open_for_attributes;
 use super::flags::{AtFlags, Mode};
-use super::stat;
+use super::stat::{self, open_for_attributes};
 
 /// `fchmod(fd, mode)`: only the owner's write bit has a meaning on
 /// Windows, and only for a file: without it the file is made read-only

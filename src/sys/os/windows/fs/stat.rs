@@ -2,15 +2,18 @@
 
 use std::os::windows::io::AsRawHandle;
 
+use windows_sys::Wdk::Storage::FileSystem::{FILE_OPEN, FILE_OPEN_REPARSE_POINT};
 use windows_sys::Win32::Storage::FileSystem::{
-    FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_READONLY, FILE_ATTRIBUTE_REPARSE_POINT,
-    FILE_ATTRIBUTE_TAG_INFO, FILE_BASIC_INFO, FILE_INFO_BY_HANDLE_CLASS, FileAttributeTagInfo,
-    FileBasicInfo, GetFileInformationByHandleEx,
+    FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_NORMAL, FILE_ATTRIBUTE_READONLY,
+    FILE_ATTRIBUTE_REPARSE_POINT, FILE_ATTRIBUTE_TAG_INFO, FILE_BASIC_INFO,
+    FILE_INFO_BY_HANDLE_CLASS, FILE_READ_ATTRIBUTES, FileAttributeTagInfo, FileBasicInfo,
+    GetFileInformationByHandleEx, SYNCHRONIZE,
 };
 
-use super::super::fd::{AsFd, BorrowedFd};
+use super::super::fd::{AsFd, BorrowedFd, OwnedFd};
 use super::super::io::Errno;
-use super::super::nt;
+use super::super::nt::{self, Create};
+use super::flags::AtFlags;
 
 /// A device number: the volume's serial number, as Node's `stat().dev`
 /// reports it on Windows.
@@ -351,4 +354,25 @@ pub fn unix_time(filetime: i64) -> (i64, i64) {
     let secs = filetime.div_euclid(TICKS_PER_SEC) - EPOCH_DIFFERENCE_SECS;
     let nanos = filetime.rem_euclid(TICKS_PER_SEC) * 100;
     (secs, nanos)
+}
+
+/// Opens `name` in `dir` to read (or, through a second handle, change) its
+/// attributes only; with `SYMLINK_NOFOLLOW` a link itself.
+pub(super) fn open_for_attributes(
+    dir: BorrowedFd<'_>,
+    name: &[u16],
+    flags: AtFlags,
+) -> Result<OwnedFd, Errno> {
+    let options = if flags.contains(AtFlags::SYMLINK_NOFOLLOW) {
+        FILE_OPEN_REPARSE_POINT
+    } else {
+        0
+    };
+    let create = Create {
+        access: SYNCHRONIZE | FILE_READ_ATTRIBUTES,
+        attributes: FILE_ATTRIBUTE_NORMAL,
+        disposition: FILE_OPEN,
+        options,
+    };
+    nt::open_at(dir, name, create)
 }
