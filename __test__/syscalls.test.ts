@@ -22,8 +22,15 @@ const COUNTED = 200;
  * change saves calls; raising it needs a reason in that file.
  */
 const BUDGET = PORTABLE ? 26 : 20;
-/** A few calls the runtime makes now and then inside the window (0.1 per cycle): one more per cycle is not. */
-const SLACK = 0.1;
+/**
+ * What a window of 200 cycles may hold beyond them, a cycle's share: a few calls the runtime
+ * makes now and then, and up to two attempts sent off the calling thread. Under strace on a
+ * loaded machine an attempt can pass the 20 ms that marks its directory slow (the fence's
+ * fsync most of all); the next attempt then runs on a worker (about 21 calls more, once) and
+ * the directory earns the inline path again (CI: 28.105 for 28). One more call in every
+ * cycle (1.0) is still far over it.
+ */
+const SLACK = 0.25;
 /** The runtime's, not the lock's: V8 and libuv threads mapping memory and waking each other. */
 const HOUSEKEEPING = new Set(["futex", "mmap", "munmap", "mprotect", "madvise", "brk", "sched_yield", "epoll_wait", "epoll_pwait", "epoll_ctl"]);
 
