@@ -1,6 +1,7 @@
 //! The wall clock, read where a record is stamped or an mtime is aged.
 //! Never used to decide that a holder is gone (a clock step must not
-//! displace anyone: SPEC §1.2); only to date and to age debris.
+//! displace anyone: SPEC §1.2); only to date records and to age what has
+//! no owner (an ownerless lock directory's `staleMs`, debris, temps).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
